@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: GPL-2.0
+# rnvme-rdma: top-level targets. `make help` lists them.
+
+# With KDIR set, build directly against that Rust-enabled kernel build tree (built with LLVM=1).
+# Without it, everything happens in the project's build root against its reference kernel.
+KDIR ?=
+FLAVOUR ?= debug
+LLVM ?= 1
+
+.PHONY: all modules check demo bench help host-test lint vm kernel buildroot clean install
+
+all: modules
+
+ifneq ($(KDIR),)
+modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+install:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules_install
+	install -D -m 0644 scripts/rnvme-rdma.conf $(DESTDIR)/etc/modprobe.d/rnvme-rdma.conf
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
+else
+modules:
+	@ko=$$(scripts/module-build $(FLAVOUR)) && cp "$$ko" rnvme_rdma.ko && echo "built rnvme_rdma.ko (against the $(FLAVOUR) reference kernel)"
+clean:
+	rm -f rnvme_rdma.ko
+endif
+
+check:
+	@tools/check
+
+demo:
+	@tools/demo $(FLAVOUR)
+
+host-test:
+	@. scripts/lib.sh && in_root --bind "$$RNVME_TOP" /mnt/project -- sh -c \
+		'rustc --edition=2021 --test -o /tmp/rnvme-host-tests /mnt/project/tools/host-tests/main.rs && /tmp/rnvme-host-tests'
+
+lint:
+	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && echo "clippy and unsafe policy: clean"
+
+# make vm SCRIPT=path [ARGS="..."]: run a script in a guest (see scripts/vm-run --help).
+vm:
+	@scripts/vm-run --flavour $(FLAVOUR) $(SCRIPT) $(ARGS)
+
+kernel:
+	@scripts/kernel $(FLAVOUR)
+
+buildroot:
+	@scripts/buildroot
+
+help:
+	@echo "rnvme-rdma: NVMe over Fabrics RDMA host transport in Rust"
+	@echo
+	@echo "  make demo          build what is missing, boot the reference kernel in QEMU and run the"
+	@echo "                     connect / I/O / disconnect flow through rnvme_rdma (FLAVOUR=debug|release)"
+	@echo "  make check         build everything and run the whole test suite (TAP; ends 'N passed, N failed')"
+	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
+	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
+	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
+	@echo "  make host-test     host unit tests of the pure code"
+	@echo "  make vm SCRIPT=f   run a script as root in a guest (ARGS=..., FLAVOUR=...)"
+	@echo "  make kernel        build the reference kernel (FLAVOUR=debug|release)"
+	@echo "  make buildroot     create the Debian trixie build root"
+	@echo
+	@echo "Caches live in \$${RNVME_CACHE:-\$${XDG_CACHE_HOME:-~/.cache}/rnvme-rdma}."

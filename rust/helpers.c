@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C helpers of rnvme_rdma (declared in helpers.h). Only thin wrappers around static inline
+ * kernel functions and macros live here: all logic is in Rust.
+ */
+#include <linux/module.h>
+#include <linux/namei.h>
+#include <linux/path.h>
+#include <linux/string.h>
+#include "nvme.h"
+#include "helpers.h"
+
+MODULE_VERSION("0.1.0");
+
+bool rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl)
+{
+	return nvme_get_ctrl(ctrl);
+}
+
+void rnvme_nvme_put_ctrl(struct nvme_ctrl *ctrl)
+{
+	nvme_put_ctrl(ctrl);
+}
+
+bool rnvme_module_present(const char *name)
+{
+	char buf[64];
+	struct path path;
+
+	if (snprintf(buf, sizeof(buf), "/sys/module/%s", name) >= sizeof(buf))
+		return false;
+	if (kern_path(buf, LOOKUP_FOLLOW, &path))
+		return false;
+	path_put(&path);
+	return true;
+}

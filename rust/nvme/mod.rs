@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe abstractions over the nvme host core and the NVMe over Fabrics library.
+//!
+//! One of the two layers (with `rdma`) allowed to contain `unsafe`.
+
+use crate::bindings::raw;
+use core::marker::PhantomData;
+use kernel::{
+    error::to_result,
+    prelude::*,
+    str::CStr,
+    sync::aref::{ARef, AlwaysRefCounted},
+    types::Opaque,
+};
+
+/// Fabrics connect options (`NVMF_OPT_*`), as bits of [`Options::mask`].
+pub(crate) mod opt {
+    use crate::bindings::raw;
+
+    /// `trsvcid=`: transport service id (port).
+    pub(crate) const TRSVCID: u32 = raw::NVMF_OPT_TRSVCID;
+    /// `traddr=`: transport address.
+    pub(crate) const TRADDR: u32 = raw::NVMF_OPT_TRADDR;
+    /// `reconnect_delay=`.
+    pub(crate) const RECONNECT_DELAY: u32 = raw::NVMF_OPT_RECONNECT_DELAY;
+    /// `host_traddr=`: source address.
+    pub(crate) const HOST_TRADDR: u32 = raw::NVMF_OPT_HOST_TRADDR;
+    /// `ctrl_loss_tmo=`.
+    pub(crate) const CTRL_LOSS_TMO: u32 = raw::NVMF_OPT_CTRL_LOSS_TMO;
+    /// `nr_write_queues=`.
+    pub(crate) const NR_WRITE_QUEUES: u32 = raw::NVMF_OPT_NR_WRITE_QUEUES;
+    /// `nr_poll_queues=`.
+    pub(crate) const NR_POLL_QUEUES: u32 = raw::NVMF_OPT_NR_POLL_QUEUES;
+    /// `tos=`: type of service.
+    pub(crate) const TOS: u32 = raw::NVMF_OPT_TOS;
+}
+
+/// The options of a connect request (`struct nvmf_ctrl_options`), parsed by the fabrics core.
+///
+/// # Invariants
+///
+/// `self.0` is a valid `nvmf_ctrl_options` owned by the fabrics core for the duration of the
+/// borrow; its string fields are NUL-terminated or null.
+#[repr(transparent)]
+pub(crate) struct Options(Opaque<raw::nvmf_ctrl_options>);
+
+impl Options {
+    fn raw(&self) -> &raw::nvmf_ctrl_options {
+        // SAFETY: by the type invariant the options are valid, and nothing mutates them while
+        // the transport holds the borrow (the fabrics core owns them until it frees the ctrl).
+        unsafe { &*self.0.get() }
+    }
+
+    /// # Safety
+    ///
+    /// `s` must be null or a NUL-terminated string living as long as `self`.
+    unsafe fn opt_str(&self, s: *const kernel::ffi::c_char) -> Option<&CStr> {
+        if s.is_null() {
+            None
+        } else {
+            // SAFETY: non-null, and by the caller's guarantee NUL-terminated and alive.
+            Some(unsafe { CStr::from_char_ptr(s) })
+        }
+    }
+
+    /// Bit mask of the options given (`opt::*`).
+    pub(crate) fn mask(&self) -> u32 {
+        self.raw().mask
+    }
+
+    /// `traddr`: required by the transport, so always present.
+    pub(crate) fn traddr(&self) -> Option<&CStr> {
+        // SAFETY: by the type invariant string fields are NUL-terminated or null.
+        unsafe { self.opt_str(self.raw().traddr) }
+    }
+
+    /// `trsvcid`, if given.
+    pub(crate) fn trsvcid(&self) -> Option<&CStr> {
+        // SAFETY: by the type invariant string fields are NUL-terminated or null.
+        unsafe { self.opt_str(self.raw().trsvcid) }
+    }
+
+    /// `host_traddr`, if given.
+    pub(crate) fn host_traddr(&self) -> Option<&CStr> {
+        // SAFETY: by the type invariant string fields are NUL-terminated or null.
+        unsafe { self.opt_str(self.raw().host_traddr) }
+    }
+
+    /// The subsystem NQN (`nqn=`, always present).
+    pub(crate) fn subsysnqn(&self) -> Option<&CStr> {
+        // SAFETY: by the type invariant string fields are NUL-terminated or null.
+        unsafe { self.opt_str(self.raw().subsysnqn) }
+    }
+}
+
+/// An IPv4 or IPv6 socket address (`struct sockaddr_storage`).
+pub(crate) struct SockAddr(raw::sockaddr_storage);
+
+impl SockAddr {
+    /// Parses `addr` (IPv4, or IPv6 with an optional `%scope`) and `port` exactly as the C
+    /// transports do (`inet_pton_with_scope(AF_UNSPEC)`).
+    pub(crate) fn parse(addr: &CStr, port: &CStr) -> Result<Self> {
+        // SAFETY: an all-zero sockaddr_storage is valid.
+        let mut ss: raw::sockaddr_storage = unsafe { core::mem::zeroed() };
+        // SAFETY: `addr` and `port` are NUL-terminated; `ss` is writable and large enough for
+        // any address family; `init_net` lives forever.
+        to_result(unsafe {
+            raw::inet_pton_with_scope(
+                &raw mut raw::init_net,
+                raw::AF_UNSPEC as u16,
+                addr.as_char_ptr(),
+                port.as_char_ptr(),
+                &mut ss,
+            )
+        })?;
+        Ok(SockAddr(ss))
+    }
+
+    /// The address family (`AF_INET` or `AF_INET6`).
+    pub(crate) fn family(&self) -> u16 {
+        self.0.ss_family
+    }
+}
+
+/// An nvme controller (`struct nvme_ctrl`), reference counted through its device.
+///
+/// # Invariants
+///
+/// Instances are only reachable through `ARef<Ctrl>` or borrows of one, so the controller is
+/// initialised (`nvme_init_ctrl` succeeded) and its refcount is non-zero.
+#[repr(transparent)]
+pub(crate) struct Ctrl(Opaque<raw::nvme_ctrl>);
+
+// SAFETY: `nvme_get_ctrl`/`nvme_put_ctrl` take and drop a reference on the controller's device.
+unsafe impl AlwaysRefCounted for Ctrl {
+    fn inc_ref(&self) {
+        // SAFETY: by the type invariant the refcount is non-zero.
+        unsafe { raw::rnvme_nvme_get_ctrl(self.0.get()) };
+    }
+
+    /// # Safety
+    ///
+    /// As for [`AlwaysRefCounted::dec_ref`]: the caller owns one reference and gives it up.
+    unsafe fn dec_ref(obj: core::ptr::NonNull<Self>) {
+        // SAFETY: the caller gives up one reference it owned.
+        unsafe { raw::rnvme_nvme_put_ctrl(obj.cast::<raw::nvme_ctrl>().as_ptr()) };
+    }
+}
+
+/// Whether a module called `name` is loaded (its `/sys/module/NAME` directory exists).
+pub(crate) fn module_present(name: &CStr) -> bool {
+    // SAFETY: `name` is NUL-terminated.
+    unsafe { raw::rnvme_module_present(name.as_char_ptr()) }
+}
+
+/// A fabrics transport implementation (`struct nvmf_transport_ops`).
+pub(crate) trait TransportOps {
+    /// The transport's name (`transport=` of a connect request).
+    const NAME: &'static CStr;
+    /// Options that must be given (besides the generic `transport` and `nqn`).
+    const REQUIRED_OPTS: u32;
+    /// Options accepted besides the generic ones.
+    const ALLOWED_OPTS: u32;
+
+    /// Creates a controller for a connect request.
+    fn create_ctrl(dev: &kernel::device::Device, opts: &Options) -> Result<ARef<Ctrl>>;
+}
+
+/// A registered fabrics transport.
+///
+/// `struct nvmf_transport_ops` must stay in module memory while registered (the fabrics core
+/// pins the module with `try_module_get` and links `entry`): keep this in the module's own
+/// (`InPlaceModule`) state.
+///
+/// # Invariants
+///
+/// `inner` is registered from successful initialisation until drop.
+#[pin_data(PinnedDrop)]
+pub(crate) struct TransportRegistration<T: TransportOps> {
+    #[pin]
+    inner: Opaque<raw::nvmf_transport_ops>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: registration and unregistration may happen on any thread; no `&self` methods.
+unsafe impl<T: TransportOps> Send for TransportRegistration<T> {}
+// SAFETY: see `Send`.
+unsafe impl<T: TransportOps> Sync for TransportRegistration<T> {}
+
+impl<T: TransportOps> TransportRegistration<T> {
+    /// Registers the transport with the fabrics core.
+    pub(crate) fn new(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            inner <- Opaque::try_ffi_init(move |slot: *mut raw::nvmf_transport_ops| {
+                // SAFETY: `slot` is valid for writes; all-zero is a valid nvmf_transport_ops.
+                unsafe { slot.write(core::mem::zeroed()) };
+                // SAFETY: `slot` is initialised and writable.
+                unsafe {
+                    (*slot).module = module.as_ptr();
+                    (*slot).name = T::NAME.as_char_ptr();
+                    (*slot).required_opts = T::REQUIRED_OPTS as i32;
+                    (*slot).allowed_opts = T::ALLOWED_OPTS as i32;
+                    (*slot).create_ctrl = Some(Self::create_ctrl_callback);
+                }
+                // SAFETY: `slot` is pinned in module memory until `drop` unregisters it.
+                to_result(unsafe { raw::nvmf_register_transport(slot) })
+            }),
+            _t: PhantomData,
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by the fabrics core with a valid device and options it owns for the call.
+    unsafe extern "C" fn create_ctrl_callback(
+        dev: *mut raw::device,
+        opts: *mut raw::nvmf_ctrl_options,
+    ) -> *mut raw::nvme_ctrl {
+        // SAFETY: the fabrics core passes its misc device, valid during the call.
+        let dev = unsafe { kernel::device::Device::from_raw(dev) };
+        // SAFETY: `Options` is `repr(transparent)`; the core owns `opts` for the call.
+        let opts = unsafe { &*opts.cast::<Options>() };
+        match T::create_ctrl(dev, opts) {
+            Ok(ctrl) => ARef::into_raw(ctrl).as_ptr().cast(),
+            Err(e) => e.to_ptr(),
+        }
+    }
+}
+
+#[pinned_drop]
+impl<T: TransportOps> PinnedDrop for TransportRegistration<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: by the type invariant the transport is registered.
+        unsafe { raw::nvmf_unregister_transport(self.inner.get()) };
+    }
+}

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Wire formats of NVMe over Fabrics on RDMA, as pure code.
+//!
+//! Nothing in here touches the kernel: it only depends on `core`, so the same source is compiled
+//! into the module and into the host unit tests (`tools/host-tests`).
+
+#![deny(unsafe_code)]
+
+pub(crate) mod cm;
+pub(crate) mod sgl;
+pub(crate) mod status;

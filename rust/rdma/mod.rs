@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe abstractions over the kernel's RDMA consumer API (ib_core, rdma_cm).
+//!
+//! This is one of the two layers (with `nvme`) allowed to contain `unsafe`. Every `unsafe` block
+//! states why it is sound; the transport logic sees only the safe types defined here.
+
+use crate::bindings::raw;
+use core::marker::PhantomData;
+use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
+
+/// A borrowed view of an RDMA device (`struct ib_device`).
+///
+/// # Invariants
+///
+/// `self.0` is a registered `struct ib_device`; the borrow is bounded by the callback or the
+/// reference that handed it out (ib_core keeps the device alive until every client's `remove`
+/// returned).
+#[repr(transparent)]
+pub(crate) struct Device(Opaque<raw::ib_device>);
+
+impl Device {
+    /// Creates a reference from a raw pointer.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to a registered `struct ib_device` that stays valid for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut raw::ib_device) -> &'a Self {
+        // SAFETY: `Device` is `repr(transparent)` over `Opaque<ib_device>`, and the caller
+        // guarantees validity for `'a`.
+        unsafe { &*ptr.cast::<Self>() }
+    }
+
+    /// The device's name, e.g. `eth0_rxe`.
+    pub(crate) fn name(&self) -> &CStr {
+        // SAFETY: by the type invariant the device is registered, so `dev` is initialised and its
+        // name is a NUL-terminated string that lives as long as the device.
+        unsafe { CStr::from_char_ptr(raw::dev_name(&raw const (*self.0.get()).dev)) }
+    }
+
+    /// The device's node GUID (the C driver's key for per-device state).
+    pub(crate) fn node_guid(&self) -> u64 {
+        // SAFETY: by the type invariant the device is registered; `node_guid` is set before
+        // registration and only read here.
+        u64::from_be(unsafe { (*self.0.get()).node_guid })
+    }
+}
+
+/// Callbacks of an RDMA client (`struct ib_client`).
+pub(crate) trait ClientOps {
+    /// The client's name, as ib_core shows it.
+    const NAME: &'static CStr;
+
+    /// A device was added, or was present when the client registered.
+    fn add(dev: &Device) -> Result;
+
+    /// A device is going away. When this returns, the client must hold no resource of `dev`.
+    fn remove(dev: &Device);
+}
+
+/// A registered RDMA client.
+///
+/// # Invariants
+///
+/// `inner` is registered with ib_core from successful initialisation until drop.
+#[pin_data(PinnedDrop)]
+pub(crate) struct ClientRegistration<T: ClientOps> {
+    #[pin]
+    inner: Opaque<raw::ib_client>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: ib_register_client/ib_unregister_client may be called from any thread, and the type
+// has no `&self` methods.
+unsafe impl<T: ClientOps> Send for ClientRegistration<T> {}
+// SAFETY: see `Send`: no method takes `&self`.
+unsafe impl<T: ClientOps> Sync for ClientRegistration<T> {}
+
+impl<T: ClientOps> ClientRegistration<T> {
+    /// Registers the client; `add` is called for every device already present.
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            inner <- Opaque::try_ffi_init(|slot: *mut raw::ib_client| {
+                // SAFETY: `slot` is valid for writes; an all-zero `ib_client` is a valid value
+                // (no callbacks, zero refcount), which ib_register_client initialises further.
+                unsafe { slot.write(core::mem::zeroed()) };
+                // SAFETY: `slot` was just initialised and is writable.
+                unsafe {
+                    (*slot).name = T::NAME.as_char_ptr();
+                    (*slot).add = Some(Self::add_callback);
+                    (*slot).remove = Some(Self::remove_callback);
+                }
+                // SAFETY: `slot` is pinned and stays valid until `drop` unregisters it.
+                to_result(unsafe { raw::ib_register_client(slot) })
+            }),
+            _t: PhantomData,
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a registered device.
+    unsafe extern "C" fn add_callback(dev: *mut raw::ib_device) -> kernel::ffi::c_int {
+        // SAFETY: ib_core passes a registered device that outlives the callback.
+        let dev = unsafe { Device::from_raw(dev) };
+        match T::add(dev) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a device that stays valid until the callback returns.
+    unsafe extern "C" fn remove_callback(dev: *mut raw::ib_device, _data: *mut kernel::ffi::c_void) {
+        // SAFETY: ib_core passes a device that is valid until the callback returns.
+        T::remove(unsafe { Device::from_raw(dev) });
+    }
+}
+
+#[pinned_drop]
+impl<T: ClientOps> PinnedDrop for ClientRegistration<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: by the type invariant the client is registered; ib_unregister_client calls
+        // `remove` for every device and waits for all callbacks to finish.
+        unsafe { raw::ib_unregister_client(self.inner.get()) };
+    }
+}

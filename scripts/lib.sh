@@ -1,0 +1,70 @@
+# Common helpers for rnvme-rdma scripts. Source it; it sets -euo pipefail.
+set -euo pipefail
+RNVME_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=versions
+. "$RNVME_TOP/scripts/versions"
+RNVME_CACHE=${RNVME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rnvme-rdma}
+mkdir -p "$RNVME_CACHE"
+_rnvme_t0=${_rnvme_t0:-$(date +%s)}
+export _rnvme_t0
+
+log() { printf '[%5ds] %s\n' "$(($(date +%s) - _rnvme_t0))" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Content hash of the named files/strings: the cache key of a build step.
+key_of() {
+	local f
+	for f in "$@"; do
+		if [ -e "$f" ]; then
+			if [ -d "$f" ]; then
+				find "$f" -type f -print0 | sort -z | xargs -0 cat
+			else
+				cat "$f"
+			fi
+		else
+			printf '%s\n' "$f"
+		fi
+	done | sha256sum | cut -c1-12
+}
+
+# The root is keyed by the pinned versions only; package-list changes are applied in place.
+ROOT_KEY=$(key_of "$RNVME_TOP/scripts/versions" root-v1)
+ROOT="$RNVME_CACHE/root-$ROOT_KEY"
+
+# Mount /proc, /sys, /dev (and optional binds) into the root for the duration of a command.
+# Usage: in_root [--bind HOSTDIR ROOTDIR]... -- CMD...
+in_root() {
+	local binds=()
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+		[ "$1" = "--bind" ] || die "in_root: bad argument $1"
+		binds+=("$2" "$3")
+		shift 3
+	done
+	shift
+	[ -x "$ROOT/bin/sh" ] || die "build root $ROOT missing: run scripts/buildroot"
+	# A private mount namespace: mounts vanish with the command, even if it is killed.
+	unshare -m --propagation private bash -c '
+		set -e
+		root=$1; shift
+		mount -t proc proc "$root/proc"
+		mount -t sysfs sys "$root/sys"
+		mount --rbind /dev "$root/dev"
+		while [ "$1" != "--" ]; do
+			mkdir -p "$root$2"
+			mount --bind "$1" "$root$2"
+			shift 2
+		done
+		shift
+		exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
+	' rnvme-root "$ROOT" "${binds[@]}" -- "$@"
+}
+
+# Serialise heavy steps (root creation, kernel builds) across concurrent invocations.
+with_lock() {
+	local name=$1; shift
+	exec {lockfd}>"$RNVME_CACHE/$name.lock"
+	flock "$lockfd"
+	"$@"
+	exec {lockfd}>&-
+}

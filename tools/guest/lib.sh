@@ -1,0 +1,163 @@
+# Guest-side fixtures for rnvme-rdma tests (sourced by scripts run under scripts/vm-run).
+# See Documentation/testing.rst. All functions fail loudly (non-zero + message on stderr).
+
+NVMET=/sys/kernel/config/nvmet
+# One NIC per soft-RDMA provider (vm-run gives the guest two isolated NICs).
+declare -A FABRIC_NETDEV=([rxe]=eth0 [siw]=eth1)
+declare -A FABRIC_ADDR=([rxe]=10.0.2.15 [siw]=10.0.3.15)
+declare -A FABRIC_PORT_ID=([rxe]=1 [siw]=2)
+TRSVCID=4420
+HOSTNQN=$(cat /etc/nvme/hostnqn 2>/dev/null)
+HOSTID=$(cat /etc/nvme/hostid 2>/dev/null)
+
+fail() { echo "FAIL: $*" >&2; return 1; }
+info() { echo "# $*"; }
+
+# wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds or SECONDS pass.
+wait_for() {
+	local t=$1; shift
+	local end=$((SECONDS + t))
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.2
+	done
+}
+
+# fabric_up rxe|siw: load the soft-RDMA provider and bind it to its NIC. Prints the device name.
+fabric_up() {
+	local f=$1 nd=${FABRIC_NETDEV[$1]} dev="${FABRIC_NETDEV[$1]}_$1"
+	[ -n "$nd" ] || { fail "unknown fabric '$f' (rxe|siw)"; return 1; }
+	if ! rdma link show "$dev/1" >/dev/null 2>&1; then
+		modprobe "$([ "$f" = rxe ] && echo rdma_rxe || echo siw)" || { fail "cannot load the $f provider"; return 1; }
+		rdma link add "$dev" type "$f" netdev "$nd" || { fail "rdma link add $dev failed"; return 1; }
+	fi
+	wait_for 10 sh -c "rdma link show $dev/1 | grep -q 'state ACTIVE'" ||
+		{ fail "$dev did not become ACTIVE"; rdma link show >&2; return 1; }
+	echo "$dev"
+}
+
+# fabric_down rxe|siw: remove the soft-RDMA device (every user must be gone first).
+fabric_down() {
+	local dev="${FABRIC_NETDEV[$1]}_$1"
+	if rdma link show "$dev/1" >/dev/null 2>&1; then rdma link del "$dev" || return 1; fi
+}
+
+fabric_addr() { echo "${FABRIC_ADDR[$1]}"; }
+
+# target_port_up FABRIC: an nvmet-rdma port listening on the fabric's address, port 4420.
+# Ports stay up for the whole boot and always keep the "anchor" subsystem linked: removing an
+# nvmet-rdma port after I/O queues connected triggers a lockdep report inside the target
+# (nvmet_config_sem vs the rdma_cm handler mutex, see Documentation/testing.rst), which would
+# switch lockdep off for the rest of the boot.
+target_port_up() {
+	local f=$1 id=${FABRIC_PORT_ID[$1]} p
+	modprobe nvmet && modprobe nvmet-rdma || { fail "cannot load nvmet-rdma"; return 1; }
+	p=$NVMET/ports/$id
+	if [ ! -d "$p" ]; then
+		mkdir "$p" &&
+		echo rdma >"$p/addr_trtype" && echo ipv4 >"$p/addr_adrfam" &&
+		echo "${FABRIC_ADDR[$f]}" >"$p/addr_traddr" && echo $TRSVCID >"$p/addr_trsvcid" ||
+			{ fail "cannot configure nvmet port $id"; return 1; }
+	fi
+	target_subsys_add nqn.2026-11.io.rnvme:anchor null >/dev/null || return 1
+	target_subsys_link nqn.2026-11.io.rnvme:anchor "$f" || return 1
+}
+
+# target_subsys_add NQN [null|file[:SIZE_MB]|mem[:SIZE_MB]]: a subsystem open to any host with
+# namespace 1. null = null_blk (discards writes: speed only); file = a file on tmpfs (4 KiB
+# blocks); mem = memory-backed null_blk (512 B blocks, keeps data). Default mem:256.
+target_subsys_add() {
+	local nqn=$1 kind=${2:-mem:256} s=$NVMET/subsystems/$1 size dev
+	size=${kind#*:}; [ "$size" = "$kind" ] && size=256
+	[ -d "$s" ] && return 0
+	mkdir "$s" && echo 1 >"$s/attr_allow_any_host" || { fail "cannot create subsystem $nqn"; return 1; }
+	case "${kind%%:*}" in
+	null|mem)
+		modprobe null_blk nr_devices=0 || { fail "cannot load null_blk"; return 1; }
+		local n=/sys/kernel/config/nullb/rnvme$((++_RNVME_NULLB))_$$
+		mkdir "$n" && echo "$size" >"$n/size" && echo 512 >"$n/blocksize" &&
+			{ [ "${kind%%:*}" = null ] || echo 1 >"$n/memory_backed"; } &&
+			echo 1 >"$n/power" || { fail "cannot create null_blk device"; return 1; }
+		dev=/dev/$(cat "$n/index" | sed 's/^/nullb/')
+		echo "$n" >"/run/rnvme-nullb-$(echo "$nqn" | tr ':/' '__')"
+		;;
+	file)
+		dev=/scratch/$(echo "$nqn" | tr ':/' '__').img
+		truncate -s "${size}M" "$dev" || return 1
+		;;
+	*) fail "unknown backing '$kind'"; return 1;;
+	esac
+	mkdir "$s/namespaces/1" && echo -n "$dev" >"$s/namespaces/1/device_path" &&
+		echo 1 >"$s/namespaces/1/enable" || { fail "cannot enable namespace on $dev"; return 1; }
+	echo "$dev"
+}
+
+# target_subsys_link NQN FABRIC: expose the subsystem on the fabric's port.
+target_subsys_link() {
+	local l=$NVMET/ports/${FABRIC_PORT_ID[$2]}/subsystems/$1
+	[ -e "$l" ] || ln -s "$NVMET/subsystems/$1" "$l" || { fail "cannot link $1 to port ${FABRIC_PORT_ID[$2]}"; return 1; }
+}
+
+# target_subsys_del NQN: unlink from every port and remove (host controllers must be gone).
+target_subsys_del() {
+	local nqn=$1 s=$NVMET/subsystems/$1 l nf
+	[ -d "$s" ] || return 0
+	for l in "$NVMET"/ports/*/subsystems/"$nqn"; do [ -L "$l" ] && rm "$l"; done
+	[ -d "$s/namespaces/1" ] && { echo 0 >"$s/namespaces/1/enable"; rmdir "$s/namespaces/1"; }
+	rmdir "$s" || return 1
+	nf="/run/rnvme-nullb-$(echo "$nqn" | tr ':/' '__')"
+	if [ -f "$nf" ]; then echo 0 >"$(cat "$nf")/power"; rmdir "$(cat "$nf")"; rm -f "$nf"; fi
+	rm -f "/scratch/$(echo "$nqn" | tr ':/' '__').img"
+}
+
+# ctrl_of NQN: the /sys/class/nvme/nvmeX of the first host controller connected to NQN.
+ctrl_of() {
+	local c
+	for c in /sys/class/nvme/nvme*; do
+		[ -e "$c/subsysnqn" ] && [ "$(cat "$c/subsysnqn")" = "$1" ] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+
+# host_connect FABRIC NQN [nvme connect options...]: connect and wait (30 s) for `live`.
+# Prints the controller's sysfs directory.
+host_connect() {
+	local f=$1 nqn=$2 c; shift 2
+	nvme connect -t rdma -a "${FABRIC_ADDR[$f]}" -s $TRSVCID -n "$nqn" "$@" >&2 || return 1
+	wait_for 30 ctrl_of "$nqn" || { fail "no controller for $nqn"; return 1; }
+	c=$(ctrl_of "$nqn")
+	wait_for 30 grep -qx live "$c/state" || { fail "$(basename "$c") is $(cat "$c/state"), not live"; return 1; }
+	echo "$c"
+}
+
+# host_disconnect NQN: disconnect every controller of NQN and wait until they are gone.
+host_disconnect() {
+	nvme disconnect -n "$1" >&2 || return 1
+	wait_for 30 sh -c "! grep -lx '$1' /sys/class/nvme/nvme*/subsysnqn" || { fail "controllers of $1 remain"; return 1; }
+}
+
+# load_c_driver: the C nvme_rdma, loaded by path (the modprobe.d alias points at rnvme_rdma).
+load_c_driver() {
+	[ -d /sys/module/nvme_rdma ] && return 0
+	modprobe nvme-fabrics && insmod "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko"
+}
+
+# Collect the kernel log since the last mark into the results directory.
+dmesg_mark() { _RNVME_DMESG_LINES=$(dmesg | wc -l); }
+dmesg_since_mark() { dmesg | tail -n +$((${_RNVME_DMESG_LINES:-0} + 1)); }
+
+# --- TAP results (read by tools/check): one line per test in $RNVME_RESULTS/results.tap.
+TAP_FILE=${RNVME_RESULTS:-/tmp}/results.tap
+tap_ok() { echo "ok - $*" | tee -a "$TAP_FILE"; }
+tap_not_ok() { echo "not ok - $*" | tee -a "$TAP_FILE"; }
+tap_skip() { echo "ok - $1 # SKIP ${2:-}" | tee -a "$TAP_FILE"; }
+# run_test NAME FUNC [ARGS...]: run FUNC in a subshell; its status decides the TAP line.
+run_test() {
+	local name=$1; shift
+	local t0=$SECONDS rc
+	echo "# --- $name"
+	( set -o pipefail; "$@" ) 2>&1 | sed 's/^/#   /'
+	rc=${PIPESTATUS[0]}
+	if [ "$rc" = 0 ]; then tap_ok "$name ($((SECONDS - t0)) s)"; else tap_not_ok "$name (exit $rc)"; fi
+	return 0
+}

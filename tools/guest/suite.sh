@@ -1,0 +1,151 @@
+#!/bin/bash
+# The in-guest test suite of `make check`: one boot of the debug kernel runs every group below.
+# Usage (under scripts/vm-run): suite.sh [GROUP...]   groups: harness module
+. "$RNVME_PROJECT/tools/guest/lib.sh"
+: >"$TAP_FILE"
+
+# ---------------------------------------------------------------- harness (issue 2)
+t_debug_config() {
+	local o cfg; cfg=$(zcat /proc/config.gz) || return 1
+	for o in CONFIG_KASAN=y CONFIG_PROVE_LOCKING=y CONFIG_DEBUG_KMEMLEAK=y CONFIG_DEBUG_ATOMIC_SLEEP=y \
+		CONFIG_RUST=y CONFIG_KUNIT=y CONFIG_RUST_DEBUG_ASSERTIONS=y CONFIG_FAULT_INJECTION_DEBUG_FS=y \
+		CONFIG_FAIL_MAKE_REQUEST=y CONFIG_FAIL_IO_TIMEOUT=y CONFIG_NVME_RDMA=m CONFIG_NVME_TARGET_RDMA=m \
+		CONFIG_RDMA_RXE=m CONFIG_RDMA_SIW=m CONFIG_NVME_MULTIPATH=y; do
+		grep -qx "$o" <<<"$cfg" || { fail "$o missing from /proc/config.gz"; return 1; }
+	done
+	[ -w /sys/kernel/debug/kmemleak ] || { fail "kmemleak is not on"; return 1; }
+	grep -qE '^ *debug_locks: *1' /proc/lockdep_stats || { fail "lockdep is off"; return 1; }
+	info "KASAN, lockdep, kmemleak on; kernel $(uname -r)"
+}
+
+t_modprobe_alias() {
+	local r
+	r=$(modprobe -n -v nvme-rdma 2>&1) || { fail "modprobe -n nvme-rdma: $r"; return 1; }
+	info "modprobe nvme-rdma -> $r"
+	grep -q 'extra/rnvme_rdma.ko' <<<"$r" || { fail "nvme-rdma does not resolve to rnvme_rdma"; return 1; }
+	[ -f "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko" ] || { fail "the C nvme-rdma.ko is not installed"; return 1; }
+}
+
+t_fabric() {
+	local f=$1 dev
+	dev=$(fabric_up "$f") || return 1
+	dmesg_mark
+	target_port_up "$f" || return 1
+	# nvmet-rdma logs the port once its rdma_cm id listens.
+	wait_for 10 sh -c "dmesg | grep -q 'enabling port ${FABRIC_PORT_ID[$f]} ($(fabric_addr "$f"):$TRSVCID)'" ||
+		{ fail "nvmet-rdma did not enable port ${FABRIC_PORT_ID[$f]}"; return 1; }
+	info "$dev up, nvmet-rdma listening on $(fabric_addr "$f"):$TRSVCID"
+}
+
+t_c_driver_connects() {
+	local f=$1 nqn=nqn.2026-11.io.rnvme:harness-$1 c ns
+	load_c_driver || return 1
+	target_subsys_add "$nqn" mem:64 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	c=$(host_connect "$f" "$nqn") || return 1
+	[ "$(cat "$c/transport")" = rdma ] || { fail "transport is $(cat "$c/transport")"; return 1; }
+	ns=$(ls -d "$c"/nvme*n1 2>/dev/null | head -n1) || true
+	[ -n "$ns" ] || ns=$(ls -d /sys/block/nvme*c*n1 /sys/block/nvme*n1 2>/dev/null | head -n1)
+	[ -n "$ns" ] || { fail "no namespace block device"; return 1; }
+	dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
+	dd if=/tmp/pattern of="/dev/$(basename "$ns")" bs=1M oflag=direct status=none || return 1
+	cmp <(dd if="/dev/$(basename "$ns")" bs=1M count=4 iflag=direct status=none) /tmp/pattern ||
+		{ fail "data read back differs"; return 1; }
+	info "C nvme_rdma: $(basename "$c") live over $f, 4 MiB written and read back"
+	host_disconnect "$nqn" && target_subsys_del "$nqn"
+}
+
+t_c_driver_unloads() { rmmod nvme_rdma; }
+
+# ---------------------------------------------------------------- module (issues 2, 3)
+t_module_loads() {
+	dmesg_mark
+	modprobe nvme-rdma || return 1
+	[ -d /sys/module/rnvme_rdma ] || { fail "/sys/module/rnvme_rdma missing"; return 1; }
+	[ ! -d /sys/module/nvme_rdma ] || { fail "the C nvme_rdma got loaded"; return 1; }
+	info "rnvme_rdma $(cat /sys/module/rnvme_rdma/version) loaded ($(modinfo -F description rnvme_rdma))"
+	[ "$(modinfo -F license rnvme_rdma)" = GPL ] || { fail "license is not GPL"; return 1; }
+}
+
+# KUnit suites ran when the module loaded; their KTAP results are in debugfs.
+t_kunit() {
+	local d n=0 bad=0 line
+	for d in /sys/kernel/debug/kunit/rnvme_rdma_*; do
+		[ -f "$d/results" ] || continue
+		while read -r line; do
+			case "$line" in
+			"ok "*" "*) [[ $line == *"# SKIP"* ]] || n=$((n + 1));;
+			"not ok "*) echo "#   $(basename "$d"): $line"; bad=$((bad + 1));;
+			esac
+		done < <(sed -n 's/^    //p' "$d/results")
+	done
+	info "KUnit: $n cases passed, $bad failed"
+	[ $n -gt 0 ] && [ $bad = 0 ]
+}
+
+t_module_unloads() {
+	rmmod rnvme_rdma || return 1
+	[ ! -d /sys/module/rnvme_rdma ] || { fail "still loaded"; return 1; }
+}
+
+t_refuses_next_to_c() {
+	local out
+	load_c_driver || return 1
+	dmesg_mark
+	if out=$(modprobe rnvme_rdma 2>&1); then rmmod rnvme_rdma nvme_rdma; fail "loaded next to the C driver"; return 1; fi
+	info "modprobe: $out"
+	dmesg_since_mark | grep -q 'the C nvme_rdma transport is loaded' || { fail "no clear message"; rmmod nvme_rdma; return 1; }
+	rmmod nvme_rdma
+}
+
+t_connect_errors() {
+	local f=rxe out nqn=nqn.2026-11.io.rnvme:errors
+	fabric_up $f >/dev/null && target_port_up $f || return 1
+	modprobe nvme-rdma || return 1
+	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" $f || return 1
+	check_err() {    # check_err "expected dmesg text" nvme-connect-args...
+		local want=$1; shift
+		dmesg_mark
+		if out=$(timeout 60 nvme connect -t rdma "$@" 2>&1); then fail "connect $* succeeded"; return 1; fi
+		info "nvme connect $*: $(echo "$out" | head -n1)"
+		dmesg_since_mark | grep -q "$want" || { fail "kernel log lacks '$want'"; dmesg_since_mark >&2; return 1; }
+	}
+	check_err "malformed address passed: 10.0.2.999:4420" -a 10.0.2.999 -n "$nqn" || return 1
+	check_err "malformed src address passed: bogus" -a "$(fabric_addr $f)" -w bogus -n "$nqn" || return 1
+	check_err "invalid parameter 'hdr_digest'" -a "$(fabric_addr $f)" -n "$nqn" --hdr-digest || return 1
+	check_err "data path is not implemented yet" -a "$(fabric_addr $f)" -n "$nqn" || return 1
+	ls /sys/class/nvme/ 2>/dev/null | grep -q . && { fail "a controller was left behind"; return 1; }
+	target_subsys_del "$nqn" && rmmod rnvme_rdma
+}
+
+t_load_unload_cycles() {
+	local i
+	for i in $(seq 1 "${1:-100}"); do
+		modprobe rnvme_rdma || { fail "load $i failed"; return 1; }
+		rmmod rnvme_rdma || { fail "unload $i failed"; return 1; }
+	done
+	info "$i load/unload cycles (kmemleak is checked at the end of the boot)"
+}
+
+group_harness() {
+	run_test "guest: debug kernel has KASAN, lockdep and kmemleak on" t_debug_config
+	run_test "guest: modprobe nvme-rdma resolves to rnvme_rdma" t_modprobe_alias
+	run_test "fixture: rxe up and nvmet-rdma listening" t_fabric rxe
+	run_test "fixture: siw up and nvmet-rdma listening" t_fabric siw
+	run_test "fixture: C nvme_rdma connects over rxe (harness check)" t_c_driver_connects rxe
+	run_test "fixture: C nvme_rdma connects over siw (harness check)" t_c_driver_connects siw
+	run_test "fixture: C nvme_rdma unloads" t_c_driver_unloads
+}
+
+group_module() {
+	run_test "module: loads through modprobe nvme-rdma" t_module_loads
+	run_test "module: KUnit suites pass" t_kunit
+	run_test "module: unloads" t_module_unloads
+	run_test "module: refuses to load next to the C nvme_rdma" t_refuses_next_to_c
+	run_test "module: bad connect requests get clear errors, nothing left behind" t_connect_errors
+	run_test "module: 100 load/unload cycles" t_load_unload_cycles 100
+}
+
+groups=("$@"); [ ${#groups[@]} -gt 0 ] || groups=(harness module)
+for g in "${groups[@]}"; do "group_$g"; done
+grep -q '^not ok' "$TAP_FILE" && exit 1
+exit 0
