@@ -3,11 +3,12 @@
 
 # With KDIR set, build directly against that Rust-enabled kernel build tree (built with LLVM=1).
 # Without it, everything happens in the project's build root against its reference kernel.
+SHELL := /bin/bash
 KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: all modules check demo bench help host-test lint vm kernel buildroot clean install
+.PHONY: all modules check demo bench help host-test lint fmt vm kernel buildroot clean install
 
 all: modules
 
@@ -39,6 +40,11 @@ host-test:
 lint:
 	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && echo "clippy and unsafe policy: clean"
 
+fmt:
+	@. scripts/lib.sh && k=$$(ls -d "$$ROOT"/usr/src/linux-"$$LINUX_VERSION"-* | head -n1) && \
+		in_root --bind "$$RNVME_TOP" /mnt/project -- sh -c "cd /mnt/project && \
+		rustfmt --edition 2021 --config-path $${k#"$$ROOT"}/.rustfmt.toml rust/rnvme.rs tools/host-tests/main.rs"
+
 # make vm SCRIPT=path [ARGS="..."]: run a script in a guest (see scripts/vm-run --help).
 vm:
 	@scripts/vm-run --flavour $(FLAVOUR) $(SCRIPT) $(ARGS)
@@ -59,6 +65,7 @@ help:
 	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
 	@echo "  make host-test     host unit tests of the pure code"
+	@echo "  make fmt           rustfmt the sources with the kernel's .rustfmt.toml"
 	@echo "  make vm SCRIPT=f   run a script as root in a guest (ARGS=..., FLAVOUR=...)"
 	@echo "  make kernel        build the reference kernel (FLAVOUR=debug|release)"
 	@echo "  make buildroot     create the Debian trixie build root"

@@ -12,9 +12,9 @@
 
 MODULE_VERSION("0.1.0");
 
-bool rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl)
+void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl)
 {
-	return nvme_get_ctrl(ctrl);
+	nvme_get_ctrl(ctrl);
 }
 
 void rnvme_nvme_put_ctrl(struct nvme_ctrl *ctrl)

@@ -12,7 +12,7 @@ struct nvme_ctrl;
 struct ib_device;
 
 /* nvme.h: reference counting of a controller (its struct device). */
-bool rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl);
+void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl);
 void rnvme_nvme_put_ctrl(struct nvme_ctrl *ctrl);
 
 /* Whether a module of this name is currently present (looks at /sys/module/NAME). */

@@ -95,14 +95,14 @@ impl Options {
 }
 
 /// An IPv4 or IPv6 socket address (`struct sockaddr_storage`).
-pub(crate) struct SockAddr(raw::sockaddr_storage);
+pub(crate) struct SockAddr(raw::__kernel_sockaddr_storage);
 
 impl SockAddr {
     /// Parses `addr` (IPv4, or IPv6 with an optional `%scope`) and `port` exactly as the C
     /// transports do (`inet_pton_with_scope(AF_UNSPEC)`).
     pub(crate) fn parse(addr: &CStr, port: &CStr) -> Result<Self> {
         // SAFETY: an all-zero sockaddr_storage is valid.
-        let mut ss: raw::sockaddr_storage = unsafe { core::mem::zeroed() };
+        let mut ss: raw::__kernel_sockaddr_storage = unsafe { core::mem::zeroed() };
         // SAFETY: `addr` and `port` are NUL-terminated; `ss` is writable and large enough for
         // any address family; `init_net` lives forever.
         to_result(unsafe {
@@ -119,7 +119,8 @@ impl SockAddr {
 
     /// The address family (`AF_INET` or `AF_INET6`).
     pub(crate) fn family(&self) -> u16 {
-        self.0.ss_family
+        // SAFETY: every variant of the union starts with the family.
+        unsafe { core::ptr::from_ref(&self.0).cast::<u16>().read() }
     }
 }
 

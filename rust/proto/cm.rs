@@ -29,7 +29,7 @@ pub(crate) struct CmReq {
 
 impl CmReq {
     /// Encodes the request in its little-endian wire format; reserved bytes are zero.
-    pub(crate) fn to_bytes(&self) -> [u8; CM_REQ_LEN] {
+    pub(crate) fn to_bytes(self) -> [u8; CM_REQ_LEN] {
         let mut b = [0u8; CM_REQ_LEN];
         b[0..2].copy_from_slice(&RECFMT_1_0.to_le_bytes());
         b[2..4].copy_from_slice(&self.qid.to_le_bytes());
@@ -137,15 +137,27 @@ mod tests {
 
     #[test]
     fn cm_req_layout() {
-        let b = CmReq { qid: 3, hrqsize: 128, hsqsize: 127, cntlid: 0x1234 }.to_bytes();
+        let b = CmReq {
+            qid: 3,
+            hrqsize: 128,
+            hsqsize: 127,
+            cntlid: 0x1234,
+        }
+        .to_bytes();
         assert_eq!(&b[..10], &[0, 0, 3, 0, 128, 0, 127, 0, 0x34, 0x12]);
         assert!(b[10..].iter().all(|&x| x == 0));
     }
 
     #[test]
     fn cm_rej_decoding() {
-        assert_eq!(parse_rej(&[0, 0, 4, 0]), CmRej::Nvme(CmStatus::InvalidHsqsize));
-        assert_eq!(parse_rej(&[0, 0, 0x34, 0x12]), CmRej::Nvme(CmStatus::Unknown(0x1234)));
+        assert_eq!(
+            parse_rej(&[0, 0, 4, 0]),
+            CmRej::Nvme(CmStatus::InvalidHsqsize)
+        );
+        assert_eq!(
+            parse_rej(&[0, 0, 0x34, 0x12]),
+            CmRej::Nvme(CmStatus::Unknown(0x1234))
+        );
         assert_eq!(parse_rej(&[0, 0, 4]), CmRej::NotNvme);
         assert_eq!(parse_rej(&[1, 0, 4, 0]), CmRej::NotNvme);
         assert_eq!(CmStatus::from_raw(6).message(), "resource not found");

@@ -55,14 +55,23 @@ impl Sgl {
                 d[8..12].copy_from_slice(&len.to_le_bytes());
                 d[15] = (TYPE_DATA_BLOCK << 4) | SUBTYPE_OFFSET;
             }
-            Sgl::Keyed { addr, len, key, invalidate } => {
+            Sgl::Keyed {
+                addr,
+                len,
+                key,
+                invalidate,
+            } => {
                 if len > KEYED_MAX_LEN {
                     return Err(LengthTooLarge);
                 }
                 d[0..8].copy_from_slice(&addr.to_le_bytes());
                 d[8..11].copy_from_slice(&len.to_le_bytes()[..3]);
                 d[11..15].copy_from_slice(&key.to_le_bytes());
-                let sub = if invalidate { SUBTYPE_INVALIDATE } else { SUBTYPE_ADDRESS };
+                let sub = if invalidate {
+                    SUBTYPE_INVALIDATE
+                } else {
+                    SUBTYPE_ADDRESS
+                };
                 d[15] = (TYPE_KEYED_DATA_BLOCK << 4) | sub;
             }
         }
@@ -88,28 +97,60 @@ mod tests {
         let mut want = [0u8; DESC_LEN];
         want[8..12].copy_from_slice(&[0x00, 0x10, 0, 0]);
         want[15] = 0x01;
-        assert_eq!(Sgl::Inline { offset: 0, len: 4096 }.encode(), Ok(want));
+        assert_eq!(
+            Sgl::Inline {
+                offset: 0,
+                len: 4096
+            }
+            .encode(),
+            Ok(want)
+        );
     }
 
     #[test]
     fn keyed_sgl() {
-        let k = Sgl::Keyed { addr: 0x1122_3344_5566_7788, len: 0x0a0b0c, key: 0xdead_beef, invalidate: true };
+        let k = Sgl::Keyed {
+            addr: 0x1122_3344_5566_7788,
+            len: 0x0a0b0c,
+            key: 0xdead_beef,
+            invalidate: true,
+        };
         let want = [
-            0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x0c, 0x0b, 0x0a, 0xef, 0xbe, 0xad, 0xde, 0x4f,
+            0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x0c, 0x0b, 0x0a, 0xef, 0xbe, 0xad,
+            0xde, 0x4f,
         ];
         assert_eq!(k.encode(), Ok(want));
         let mut want = [0u8; DESC_LEN];
         want[8] = 1;
         want[11] = 1;
         want[15] = 0x40;
-        assert_eq!(Sgl::Keyed { addr: 0, len: 1, key: 1, invalidate: false }.encode(), Ok(want));
+        assert_eq!(
+            Sgl::Keyed {
+                addr: 0,
+                len: 1,
+                key: 1,
+                invalidate: false
+            }
+            .encode(),
+            Ok(want)
+        );
     }
 
     #[test]
     fn keyed_sgl_length_limit() {
-        let ok = Sgl::Keyed { addr: 0, len: KEYED_MAX_LEN, key: 0, invalidate: false };
+        let ok = Sgl::Keyed {
+            addr: 0,
+            len: KEYED_MAX_LEN,
+            key: 0,
+            invalidate: false,
+        };
         assert!(ok.encode().is_ok());
-        let big = Sgl::Keyed { addr: 0, len: KEYED_MAX_LEN + 1, key: 0, invalidate: false };
+        let big = Sgl::Keyed {
+            addr: 0,
+            len: KEYED_MAX_LEN + 1,
+            key: 0,
+            invalidate: false,
+        };
         assert_eq!(big.encode(), Err(LengthTooLarge));
     }
 }

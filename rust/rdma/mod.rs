@@ -33,9 +33,14 @@ impl Device {
 
     /// The device's name, e.g. `eth0_rxe`.
     pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: by the type invariant the device is registered, so `dev` is initialised and its
-        // name is a NUL-terminated string that lives as long as the device.
-        unsafe { CStr::from_char_ptr(raw::dev_name(&raw const (*self.0.get()).dev)) }
+        // SAFETY: by the type invariant the device is registered, so its `dev` (a member of an
+        // anonymous union, which bindgen represents as a zero-sized marker at the union's
+        // address) is initialised and its name is a NUL-terminated string that lives as long as
+        // the device.
+        unsafe {
+            let dev = (&raw const (*self.0.get()).__bindgen_anon_1.dev).cast::<raw::device>();
+            CStr::from_char_ptr(raw::dev_name(dev))
+        }
     }
 
     /// The device's node GUID (the C driver's key for per-device state).
@@ -112,7 +117,10 @@ impl<T: ClientOps> ClientRegistration<T> {
     /// # Safety
     ///
     /// Called by ib_core with a device that stays valid until the callback returns.
-    unsafe extern "C" fn remove_callback(dev: *mut raw::ib_device, _data: *mut kernel::ffi::c_void) {
+    unsafe extern "C" fn remove_callback(
+        dev: *mut raw::ib_device,
+        _data: *mut kernel::ffi::c_void,
+    ) {
         // SAFETY: ib_core passes a device that is valid until the callback returns.
         T::remove(unsafe { Device::from_raw(dev) });
     }

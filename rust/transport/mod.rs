@@ -60,7 +60,11 @@ impl ClientOps for Rdma {
     const NAME: &'static CStr = c"rnvme_rdma";
 
     fn add(dev: &Device) -> Result {
-        pr_debug!("RDMA device {} (node GUID {:#018x}) added\n", dev.name(), dev.node_guid());
+        pr_debug!(
+            "RDMA device {} (node GUID {:#018x}) added\n",
+            dev.name(),
+            dev.node_guid()
+        );
         Ok(())
     }
 
