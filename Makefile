@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: all modules check demo bench help host-test lint fmt vm kernel buildroot clean install
+.PHONY: all modules check demo help host-test lint fmt vm kernel buildroot clean install
 
 all: modules
 

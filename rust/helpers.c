@@ -7,6 +7,7 @@
 #include <linux/namei.h>
 #include <linux/path.h>
 #include <linux/string.h>
+#include <rdma/rdma_cm.h>
 #include "nvme.h"
 #include "helpers.h"
 
@@ -33,4 +34,11 @@ bool rnvme_module_present(const char *name)
 		return false;
 	path_put(&path);
 	return true;
+}
+
+struct rdma_cm_id *rnvme_rdma_create_id(struct net *net,
+					int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
+					void *context, int ps, int qp_type)
+{
+	return rdma_create_id(net, handler, context, ps, qp_type);
 }

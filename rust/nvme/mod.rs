@@ -94,36 +94,6 @@ impl Options {
     }
 }
 
-/// An IPv4 or IPv6 socket address (`struct sockaddr_storage`).
-pub(crate) struct SockAddr(raw::__kernel_sockaddr_storage);
-
-impl SockAddr {
-    /// Parses `addr` (IPv4, or IPv6 with an optional `%scope`) and `port` exactly as the C
-    /// transports do (`inet_pton_with_scope(AF_UNSPEC)`).
-    pub(crate) fn parse(addr: &CStr, port: &CStr) -> Result<Self> {
-        // SAFETY: an all-zero sockaddr_storage is valid.
-        let mut ss: raw::__kernel_sockaddr_storage = unsafe { core::mem::zeroed() };
-        // SAFETY: `addr` and `port` are NUL-terminated; `ss` is writable and large enough for
-        // any address family; `init_net` lives forever.
-        to_result(unsafe {
-            raw::inet_pton_with_scope(
-                &raw mut raw::init_net,
-                raw::AF_UNSPEC as u16,
-                addr.as_char_ptr(),
-                port.as_char_ptr(),
-                &mut ss,
-            )
-        })?;
-        Ok(SockAddr(ss))
-    }
-
-    /// The address family (`AF_INET` or `AF_INET6`).
-    pub(crate) fn family(&self) -> u16 {
-        // SAFETY: every variant of the union starts with the family.
-        unsafe { core::ptr::from_ref(&self.0).cast::<u16>().read() }
-    }
-}
-
 /// An nvme controller (`struct nvme_ctrl`), reference counted through its device.
 ///
 /// # Invariants

@@ -5,9 +5,46 @@
 //! This is one of the two layers (with `nvme`) allowed to contain `unsafe`. Every `unsafe` block
 //! states why it is sound; the transport logic sees only the safe types defined here.
 
+pub(crate) mod cm;
+
 use crate::bindings::raw;
 use core::marker::PhantomData;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
+
+/// An IPv4 or IPv6 socket address (`struct sockaddr_storage`).
+pub(crate) struct SockAddr(raw::__kernel_sockaddr_storage);
+
+impl SockAddr {
+    /// Parses `addr` (IPv4, or IPv6 with an optional `%scope`) and `port` exactly as the C
+    /// transports do (`inet_pton_with_scope(AF_UNSPEC)`).
+    pub(crate) fn parse(addr: &CStr, port: &CStr) -> Result<Self> {
+        // SAFETY: an all-zero sockaddr_storage is valid.
+        let mut ss: raw::__kernel_sockaddr_storage = unsafe { core::mem::zeroed() };
+        // SAFETY: `addr` and `port` are NUL-terminated; `ss` is writable and large enough for
+        // any address family; `init_net` lives forever.
+        to_result(unsafe {
+            raw::inet_pton_with_scope(
+                &raw mut raw::init_net,
+                raw::AF_UNSPEC as u16,
+                addr.as_char_ptr(),
+                port.as_char_ptr(),
+                &mut ss,
+            )
+        })?;
+        Ok(SockAddr(ss))
+    }
+
+    /// A pointer to the address as a `struct sockaddr`.
+    pub(crate) fn as_ptr(&self) -> *const raw::sockaddr {
+        core::ptr::from_ref(&self.0).cast()
+    }
+
+    /// The address family (`AF_INET` or `AF_INET6`).
+    pub(crate) fn family(&self) -> u16 {
+        // SAFETY: every variant of the union starts with the family.
+        unsafe { core::ptr::from_ref(&self.0).cast::<u16>().read() }
+    }
+}
 
 /// A borrowed view of an RDMA device (`struct ib_device`).
 ///
@@ -33,10 +70,9 @@ impl Device {
 
     /// The device's name, e.g. `eth0_rxe`.
     pub(crate) fn name(&self) -> &CStr {
-        // SAFETY: by the type invariant the device is registered, so its `dev` (a member of an
-        // anonymous union, which bindgen represents as a zero-sized marker at the union's
-        // address) is initialised and its name is a NUL-terminated string that lives as long as
-        // the device.
+        // `dev` is an anonymous-union member: bindgen's zero-sized marker sits at its address.
+        // SAFETY: the device is registered (type invariant), so `dev` is initialised and its
+        // name is a NUL-terminated string that lives as long as the device.
         unsafe {
             let dev = (&raw const (*self.0.get()).__bindgen_anon_1.dev).cast::<raw::device>();
             CStr::from_char_ptr(raw::dev_name(dev))

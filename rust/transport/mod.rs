@@ -5,8 +5,8 @@
 #![deny(unsafe_code)]
 
 use crate::{
-    nvme::{opt, Ctrl, Options, SockAddr, TransportOps},
-    rdma::{ClientOps, Device},
+    nvme::{opt, Ctrl, Options, TransportOps},
+    rdma::{ClientOps, Device, SockAddr},
 };
 use kernel::{prelude::*, str::CStr, sync::aref::ARef};
 

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA connection manager identifiers (`struct rdma_cm_id`) with event handlers in Rust.
+
+// The connect path (issue 4) is the user of this file; until it lands only the build checks it.
+#![allow(dead_code)]
+
+use super::{Device, SockAddr};
+use crate::bindings::raw;
+use core::{marker::PhantomData, ptr::NonNull};
+use kernel::{
+    error::{from_err_ptr, to_result},
+    prelude::*,
+    str::CStr,
+    sync::Arc,
+    types::ForeignOwnable,
+};
+
+/// An event of a connection manager identifier.
+pub(crate) enum CmEvent<'a> {
+    /// Address resolution finished: the id is bound to an RDMA device.
+    AddrResolved,
+    /// Address resolution failed (status).
+    AddrError(i32),
+    /// Route resolution finished.
+    RouteResolved,
+    /// Route resolution failed (status).
+    RouteError(i32),
+    /// The connection is established.
+    Established,
+    /// The peer rejected the connection.
+    Rejected(Reject<'a>),
+    /// Connecting failed (status).
+    ConnectError(i32),
+    /// The peer is unreachable (status).
+    Unreachable(i32),
+    /// The connection was closed.
+    Disconnected,
+    /// The RDMA device is being removed.
+    DeviceRemoval,
+    /// The local address changed.
+    AddrChange,
+    /// The connection left the TIMEWAIT state.
+    TimewaitExit,
+    /// Any other event (raw event number and status).
+    Other(u32, i32),
+}
+
+/// The details of a REJECT.
+pub(crate) struct Reject<'a> {
+    /// The CM status (the reject reason code of the underlying CM).
+    pub(crate) status: i32,
+    /// The reason as text.
+    pub(crate) reason: &'a CStr,
+    /// The consumer's private data, if the reject was consumer-defined.
+    pub(crate) private_data: Option<&'a [u8]>,
+}
+
+/// Handles the events of a [`CmId`].
+///
+/// Runs in process context with the id's handler mutex held: it may sleep, and it must not drop
+/// the [`CmId`] it is called for (that waits for the handler to return).
+pub(crate) trait CmHandler: Send + Sync + Sized + 'static {
+    /// Called for every event of the id.
+    fn event(this: &Self, id: &CmIdLocked, ev: &CmEvent<'_>);
+}
+
+/// Connection parameters of [`CmIdLocked::connect`].
+pub(crate) struct ConnParam<'a> {
+    /// Private data sent with the request (at most 56 bytes for RC over IB CM).
+    pub(crate) private_data: &'a [u8],
+    /// Outstanding RDMA READ/atomic operations we accept from the peer.
+    pub(crate) responder_resources: u8,
+    /// Whether the local QP uses end-to-end flow control.
+    pub(crate) flow_control: bool,
+    /// Transport retries (0..=7).
+    pub(crate) retry_count: u8,
+    /// RNR retries (0..=7, 7 = infinite).
+    pub(crate) rnr_retry_count: u8,
+}
+
+/// A borrowed connection manager id, inside its event handler (the handler mutex is held).
+///
+/// # Invariants
+///
+/// `self.0` is a live `rdma_cm_id` whose handler mutex the current thread holds.
+#[repr(transparent)]
+pub(crate) struct CmIdLocked(kernel::types::Opaque<raw::rdma_cm_id>);
+
+impl CmIdLocked {
+    fn raw(&self) -> *mut raw::rdma_cm_id {
+        self.0.get()
+    }
+
+    /// The RDMA device the id is bound to (after address resolution).
+    pub(crate) fn device(&self) -> Option<&Device> {
+        // SAFETY: by the type invariant the id is live; `device` is only changed by rdma_cm
+        // under the handler mutex we hold.
+        let dev = unsafe { (*self.raw()).device };
+        if dev.is_null() {
+            None
+        } else {
+            // SAFETY: a bound id holds its device registered until the id is destroyed or the
+            // DEVICE_REMOVAL event has been handled, which outlives this borrow.
+            Some(unsafe { Device::from_raw(dev) })
+        }
+    }
+
+    /// Starts route resolution; `RouteResolved` or `RouteError` follows.
+    pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
+        // SAFETY: the id is live (type invariant).
+        to_result(unsafe { raw::rdma_resolve_route(self.raw(), timeout_ms as usize) })
+    }
+
+    /// Sets the type of service of the connection.
+    pub(crate) fn set_service_type(&self, tos: u8) {
+        // SAFETY: the id is live (type invariant).
+        unsafe { raw::rdma_set_service_type(self.raw(), tos.into()) };
+    }
+
+    /// Sends the connect request (the QP created on this id is used).
+    pub(crate) fn connect(&self, p: &ConnParam<'_>) -> Result {
+        let len = u8::try_from(p.private_data.len()).map_err(|_| EINVAL)?;
+        // SAFETY: an all-zero rdma_conn_param is valid.
+        let mut param: raw::rdma_conn_param = unsafe { core::mem::zeroed() };
+        param.private_data = p.private_data.as_ptr().cast();
+        param.private_data_len = len;
+        param.responder_resources = p.responder_resources;
+        param.flow_control = p.flow_control.into();
+        param.retry_count = p.retry_count;
+        param.rnr_retry_count = p.rnr_retry_count;
+        // SAFETY: the id is live and its handler mutex is held (type invariant), as
+        // rdma_connect_locked requires; `param` and the private data live for the call (rdma_cm
+        // copies the private data).
+        to_result(unsafe { raw::rdma_connect_locked(self.raw(), &mut param) })
+    }
+}
+
+/// An owned connection manager id for a reliable-connected queue pair, whose events go to `H`.
+///
+/// # Invariants
+///
+/// `ptr` is a live `rdma_cm_id` created by [`CmId::new`] whose `context` is the foreign form of an
+/// `Arc<H>` owned by this object.
+pub(crate) struct CmId<H: CmHandler> {
+    ptr: NonNull<raw::rdma_cm_id>,
+    _h: PhantomData<Arc<H>>,
+}
+
+// SAFETY: rdma_cm ids may be used and destroyed from any thread; `H` is Send + Sync.
+unsafe impl<H: CmHandler> Send for CmId<H> {}
+// SAFETY: the methods taking `&self` are rdma_cm calls that serialise internally.
+unsafe impl<H: CmHandler> Sync for CmId<H> {}
+
+impl<H: CmHandler> CmId<H> {
+    /// Creates an id in the initial network namespace (TCP port space, RC).
+    pub(crate) fn new(handler: Arc<H>) -> Result<Self> {
+        let ctx = handler.into_foreign();
+        // SAFETY: `init_net` lives forever; the trampoline matches rdma_cm_event_handler; `ctx`
+        // stays valid until `drop` reclaims it after rdma_destroy_id.
+        let id = from_err_ptr(unsafe {
+            raw::rnvme_rdma_create_id(
+                &raw mut raw::init_net,
+                Some(Self::handler_cb),
+                ctx.cast(),
+                raw::rdma_ucm_port_space_RDMA_PS_TCP as i32,
+                raw::ib_qp_type_IB_QPT_RC as i32,
+            )
+        });
+        match id {
+            // INVARIANT: `p` is a live id with `ctx` as context.
+            Ok(p) => Ok(Self {
+                ptr: NonNull::new(p).ok_or(ENOMEM)?,
+                _h: PhantomData,
+            }),
+            Err(e) => {
+                // SAFETY: `ctx` came from `into_foreign` above and was not handed to rdma_cm.
+                drop(unsafe { <Arc<H> as ForeignOwnable>::from_foreign(ctx) });
+                Err(e)
+            }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by rdma_cm for an id created by [`CmId::new`], with its handler mutex held.
+    unsafe extern "C" fn handler_cb(
+        id: *mut raw::rdma_cm_id,
+        ev: *mut raw::rdma_cm_event,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: the id is live during its handler and its context is our `Arc<H>`, which is
+        // only reclaimed after rdma_destroy_id, which waits for running handlers.
+        let h = unsafe { <Arc<H> as ForeignOwnable>::borrow((*id).context.cast()) };
+        // SAFETY: `CmIdLocked` is repr(transparent); the handler mutex is held.
+        let locked = unsafe { &*id.cast::<CmIdLocked>() };
+        // SAFETY: `ev` is valid for the duration of the handler.
+        let ev = unsafe { Self::decode(id, ev) };
+        H::event(&h, locked, &ev);
+        // Never ask rdma_cm to destroy the id: its owner does that.
+        0
+    }
+
+    /// # Safety
+    ///
+    /// `id` and `ev` are valid for the returned lifetime (the duration of the handler call).
+    unsafe fn decode<'a>(id: *mut raw::rdma_cm_id, ev: *mut raw::rdma_cm_event) -> CmEvent<'a> {
+        // SAFETY: `ev` is valid (caller).
+        let (event, status) = unsafe { ((*ev).event, (*ev).status) };
+        match event {
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_RESOLVED => CmEvent::AddrResolved,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_ERROR => CmEvent::AddrError(status),
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_RESOLVED => CmEvent::RouteResolved,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_ROUTE_ERROR => CmEvent::RouteError(status),
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_ESTABLISHED => CmEvent::Established,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_CONNECT_ERROR => CmEvent::ConnectError(status),
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_UNREACHABLE => CmEvent::Unreachable(status),
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_DISCONNECTED => CmEvent::Disconnected,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_DEVICE_REMOVAL => CmEvent::DeviceRemoval,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_ADDR_CHANGE => CmEvent::AddrChange,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_TIMEWAIT_EXIT => CmEvent::TimewaitExit,
+            raw::rdma_cm_event_type_RDMA_CM_EVENT_REJECTED => {
+                let mut len: u8 = 0;
+                // SAFETY: `id` and `ev` are the REJECTED event's; the returned data lives in
+                // the event, valid for `'a`.
+                let data = unsafe { raw::rdma_consumer_reject_data(id, ev, &mut len) };
+                // SAFETY: rdma_reject_msg returns a static string.
+                let reason = unsafe { CStr::from_char_ptr(raw::rdma_reject_msg(id, status)) };
+                let private_data = if data.is_null() {
+                    None
+                } else {
+                    // SAFETY: rdma_consumer_reject_data returned `len` readable bytes.
+                    Some(unsafe { core::slice::from_raw_parts(data.cast::<u8>(), len.into()) })
+                };
+                CmEvent::Rejected(Reject {
+                    status,
+                    reason,
+                    private_data,
+                })
+            }
+            other => CmEvent::Other(other, status),
+        }
+    }
+
+    fn raw(&self) -> *mut raw::rdma_cm_id {
+        self.ptr.as_ptr()
+    }
+
+    /// Starts address resolution from `src` (any local address when `None`) to `dst`;
+    /// `AddrResolved` or `AddrError` follows.
+    pub(crate) fn resolve_addr(
+        &self,
+        src: Option<&SockAddr>,
+        dst: &SockAddr,
+        timeout_ms: u32,
+    ) -> Result {
+        let src = src.map_or(core::ptr::null_mut(), |s| s.as_ptr().cast_mut());
+        // SAFETY: the id is live (type invariant); the addresses are valid sockaddrs that
+        // rdma_cm copies before returning.
+        to_result(unsafe {
+            raw::rdma_resolve_addr(self.raw(), src, dst.as_ptr(), timeout_ms as usize)
+        })
+    }
+
+    /// Disconnects the connection (if any); `Disconnected` follows.
+    pub(crate) fn disconnect(&self) -> Result {
+        // SAFETY: the id is live (type invariant).
+        to_result(unsafe { raw::rdma_disconnect(self.raw()) })
+    }
+}
+
+impl<H: CmHandler> Drop for CmId<H> {
+    fn drop(&mut self) {
+        // SAFETY: the id is live (type invariant); rdma_destroy_id waits for a running handler
+        // and no handler runs afterwards.
+        let ctx = unsafe { (*self.raw()).context };
+        // SAFETY: as above; this is the only owner, so the id is destroyed exactly once.
+        unsafe { raw::rdma_destroy_id(self.raw()) };
+        // SAFETY: `ctx` is the foreign form of our `Arc<H>` (type invariant) and no handler can
+        // borrow it any more.
+        drop(unsafe { <Arc<H> as ForeignOwnable>::from_foreign(ctx.cast()) });
+    }
+}
