@@ -42,3 +42,64 @@ struct rdma_cm_id *rnvme_rdma_create_id(struct net *net,
 {
 	return rdma_create_id(net, handler, context, ps, qp_type);
 }
+
+struct ib_pd *rnvme_ib_alloc_pd(struct ib_device *dev, unsigned int flags)
+{
+	return ib_alloc_pd(dev, flags);
+}
+
+void rnvme_ib_dealloc_pd(struct ib_pd *pd)
+{
+	ib_dealloc_pd(pd);
+}
+
+struct ib_cq *rnvme_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
+				int comp_vector, int poll_ctx)
+{
+	return ib_alloc_cq(dev, private, nr_cqe, comp_vector, poll_ctx);
+}
+
+int rnvme_ib_destroy_qp(struct ib_qp *qp)
+{
+	return ib_destroy_qp(qp);
+}
+
+int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
+{
+	return ib_post_send(qp, wr, NULL);
+}
+
+int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
+{
+	return ib_post_recv(qp, wr, NULL);
+}
+
+u64 rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir)
+{
+	return ib_dma_map_single(dev, addr, size, dir);
+}
+
+void rnvme_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size, int dir)
+{
+	ib_dma_unmap_single(dev, addr, size, dir);
+}
+
+int rnvme_ib_dma_mapping_error(struct ib_device *dev, u64 addr)
+{
+	return ib_dma_mapping_error(dev, addr);
+}
+
+void rnvme_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size, int dir)
+{
+	ib_dma_sync_single_for_cpu(dev, addr, size, dir);
+}
+
+void rnvme_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size, int dir)
+{
+	ib_dma_sync_single_for_device(dev, addr, size, dir);
+}
+
+bool rnvme_ib_device_try_get(struct ib_device *dev)
+{
+	return ib_device_try_get(dev);
+}

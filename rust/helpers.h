@@ -27,4 +27,25 @@ bool rnvme_module_present(const char *name);
 struct rdma_cm_id *rnvme_rdma_create_id(struct net *net,
 					int (*handler)(struct rdma_cm_id *, struct rdma_cm_event *),
 					void *context, int ps, int qp_type);
+
+/* ib_verbs.h: static inline functions and macros naming the caller module. */
+struct ib_pd;
+struct ib_cq;
+struct ib_qp;
+struct ib_send_wr;
+struct ib_recv_wr;
+struct ib_pd *rnvme_ib_alloc_pd(struct ib_device *dev, unsigned int flags);
+void rnvme_ib_dealloc_pd(struct ib_pd *pd);
+struct ib_cq *rnvme_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
+				int comp_vector, int poll_ctx);
+int rnvme_ib_destroy_qp(struct ib_qp *qp);
+int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
+u64 rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir);
+void rnvme_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size, int dir);
+int rnvme_ib_dma_mapping_error(struct ib_device *dev, u64 addr);
+void rnvme_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size, int dir);
+void rnvme_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size, int dir);
+bool rnvme_ib_device_try_get(struct ib_device *dev);
+
 #endif

@@ -6,6 +6,7 @@
 //! states why it is sound; the transport logic sees only the safe types defined here.
 
 pub(crate) mod cm;
+pub(crate) mod verbs;
 
 use crate::bindings::raw;
 use core::marker::PhantomData;
@@ -62,10 +63,14 @@ impl Device {
     /// # Safety
     ///
     /// `ptr` must point to a registered `struct ib_device` that stays valid for `'a`.
-    unsafe fn from_raw<'a>(ptr: *mut raw::ib_device) -> &'a Self {
+    pub(crate) unsafe fn from_raw<'a>(ptr: *mut raw::ib_device) -> &'a Self {
         // SAFETY: `Device` is `repr(transparent)` over `Opaque<ib_device>`, and the caller
         // guarantees validity for `'a`.
         unsafe { &*ptr.cast::<Self>() }
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut raw::ib_device {
+        self.0.get()
     }
 
     /// The device's name, e.g. `eth0_rxe`.

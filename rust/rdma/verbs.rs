@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Owned RDMA verbs objects: device references, protection domains, completion queues and
+//! DMA-mapped buffers.
+
+// The connect path (issue 4) is the user of this file; until it lands only the build checks it.
+#![allow(dead_code)]
+
+use super::Device;
+use crate::bindings::raw;
+use core::{ops::Deref, ptr::NonNull};
+use kernel::{error::from_err_ptr, prelude::*};
+
+/// An owned reference on a registered RDMA device.
+///
+/// Unregistering the device waits until every reference is dropped: the RDMA client's `remove`
+/// callback must make all holders let go.
+///
+/// # Invariants
+///
+/// `self.0` points to an `ib_device` on which this object holds one reference.
+pub(crate) struct DeviceRef(NonNull<raw::ib_device>);
+
+// SAFETY: device references may be taken and dropped on any thread.
+unsafe impl Send for DeviceRef {}
+// SAFETY: `&DeviceRef` only gives `&Device`, which is Sync.
+unsafe impl Sync for DeviceRef {}
+
+impl DeviceRef {
+    /// Takes a reference, unless the device is being unregistered.
+    pub(crate) fn get(dev: &Device) -> Option<Self> {
+        let p = dev.as_raw();
+        // SAFETY: `dev` is a valid device for the borrow.
+        if unsafe { raw::rnvme_ib_device_try_get(p) } {
+            // INVARIANT: we just took a reference.
+            NonNull::new(p).map(Self)
+        } else {
+            None
+        }
+    }
+}
+
+impl Deref for DeviceRef {
+    type Target = Device;
+
+    fn deref(&self) -> &Device {
+        // SAFETY: the reference we hold keeps the device valid (type invariant).
+        unsafe { Device::from_raw(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for DeviceRef {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference (type invariant).
+        unsafe { raw::ib_device_put(self.0.as_ptr()) };
+    }
+}
+
+/// A protection domain.
+///
+/// # Invariants
+///
+/// `ptr` is a PD allocated on `dev` with `ib_alloc_pd`, owned by this object.
+pub(crate) struct Pd {
+    ptr: NonNull<raw::ib_pd>,
+    dev: DeviceRef,
+}
+
+// SAFETY: PDs may be used from any thread; the fields read through `&self` never change.
+unsafe impl Send for Pd {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    /// Allocates a PD. With `global_rkey`, the PD also gets an rkey that gives remote access to
+    /// all memory (the C driver's `register_always=N`; unsafe by design of the verbs API).
+    pub(crate) fn new(dev: DeviceRef, global_rkey: bool) -> Result<Self> {
+        let flags = if global_rkey {
+            raw::ib_pd_flags_IB_PD_UNSAFE_GLOBAL_RKEY
+        } else {
+            0
+        };
+        // SAFETY: `dev` is a registered device we hold a reference on.
+        let p = from_err_ptr(unsafe { raw::rnvme_ib_alloc_pd(dev.as_raw(), flags) })?;
+        // INVARIANT: `p` was just allocated on `dev`.
+        Ok(Self {
+            ptr: NonNull::new(p).ok_or(ENOMEM)?,
+            dev,
+        })
+    }
+
+    /// The device the PD belongs to.
+    pub(crate) fn device(&self) -> &DeviceRef {
+        &self.dev
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut raw::ib_pd {
+        self.ptr.as_ptr()
+    }
+
+    /// The lkey for local DMA of memory mapped with the device's DMA API.
+    pub(crate) fn local_dma_lkey(&self) -> u32 {
+        // SAFETY: the PD is valid (type invariant) and the field is set at allocation.
+        unsafe { (*self.as_raw()).local_dma_lkey }
+    }
+
+    /// The global rkey, if the PD was allocated with one.
+    pub(crate) fn global_rkey(&self) -> Option<u32> {
+        // SAFETY: the PD is valid (type invariant) and the fields are set at allocation.
+        let (flags, rkey) =
+            unsafe { ((*self.as_raw()).flags, (*self.as_raw()).unsafe_global_rkey) };
+        (flags & raw::ib_pd_flags_IB_PD_UNSAFE_GLOBAL_RKEY != 0).then_some(rkey)
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: we own the PD (type invariant); its users (QPs, MRs) hold `&Pd` borrows or are
+        // dropped before it by their owners.
+        unsafe { raw::rnvme_ib_dealloc_pd(self.as_raw()) };
+    }
+}
+
+/// How a completion queue is polled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PollCtx {
+    /// Shared CQ from the device's pool, polled in softirq context.
+    PoolSoftirq,
+    /// A private CQ polled only by [`Cq::poll_direct`] (blk-mq poll queues).
+    Direct,
+}
+
+/// A completion queue.
+///
+/// # Invariants
+///
+/// `ptr` is a CQ obtained as `ctx` says (from the pool with `nr_cqe` entries, or allocated), owned
+/// by this object.
+pub(crate) struct Cq {
+    ptr: NonNull<raw::ib_cq>,
+    nr_cqe: u32,
+    ctx: PollCtx,
+}
+
+// SAFETY: CQs may be used from any thread; polling a direct CQ is serialised by ib_core.
+unsafe impl Send for Cq {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    /// Gets a CQ with room for `nr_cqe` completions on `comp_vector`.
+    pub(crate) fn new(dev: &Device, nr_cqe: u32, comp_vector: u32, ctx: PollCtx) -> Result<Self> {
+        let p = match ctx {
+            // SAFETY: `dev` is a valid registered device for the call.
+            PollCtx::PoolSoftirq => unsafe {
+                raw::ib_cq_pool_get(
+                    dev.as_raw(),
+                    nr_cqe,
+                    comp_vector as i32,
+                    raw::ib_poll_context_IB_POLL_SOFTIRQ,
+                )
+            },
+            // SAFETY: as above; no private data is attached.
+            PollCtx::Direct => unsafe {
+                raw::rnvme_ib_alloc_cq(
+                    dev.as_raw(),
+                    core::ptr::null_mut(),
+                    nr_cqe as i32,
+                    comp_vector as i32,
+                    raw::ib_poll_context_IB_POLL_DIRECT as i32,
+                )
+            },
+        };
+        let p = from_err_ptr(p)?;
+        // INVARIANT: `p` was obtained as `ctx` says.
+        Ok(Self {
+            ptr: NonNull::new(p).ok_or(ENOMEM)?,
+            nr_cqe,
+            ctx,
+        })
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut raw::ib_cq {
+        self.ptr.as_ptr()
+    }
+
+    /// Polls a [`PollCtx::Direct`] CQ; returns the number of completions handled.
+    pub(crate) fn poll_direct(&self) -> i32 {
+        if self.ctx != PollCtx::Direct {
+            return 0;
+        }
+        // SAFETY: the CQ is valid (type invariant) and of the direct kind.
+        unsafe { raw::ib_process_cq_direct(self.as_raw(), -1) }
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        match self.ctx {
+            // SAFETY: we own the pool CQ share of `nr_cqe` entries (type invariant).
+            PollCtx::PoolSoftirq => unsafe { raw::ib_cq_pool_put(self.as_raw(), self.nr_cqe) },
+            // SAFETY: we own the CQ (type invariant).
+            PollCtx::Direct => unsafe { raw::ib_free_cq(self.as_raw()) },
+        }
+    }
+}
+
+/// Direction of a DMA mapping.
+#[derive(Clone, Copy)]
+pub(crate) enum DmaDir {
+    /// The device reads the buffer.
+    ToDevice,
+    /// The device writes the buffer.
+    FromDevice,
+}
+
+impl DmaDir {
+    fn raw(self) -> i32 {
+        match self {
+            DmaDir::ToDevice => raw::dma_data_direction::DMA_TO_DEVICE.0,
+            DmaDir::FromDevice => raw::dma_data_direction::DMA_FROM_DEVICE.0,
+        }
+    }
+}
+
+/// A zeroed kernel buffer, DMA-mapped for an RDMA device for its whole life.
+///
+/// # Invariants
+///
+/// `buf` is mapped at `dma` on `dev` in direction `dir` until drop; its allocation never moves.
+pub(crate) struct DmaBuf {
+    buf: KVec<u8>,
+    dma: u64,
+    dir: DmaDir,
+    dev: DeviceRef,
+}
+
+impl DmaBuf {
+    /// Allocates and maps `len` bytes.
+    pub(crate) fn new(dev: DeviceRef, len: usize, dir: DmaDir) -> Result<Self> {
+        let mut buf = KVec::with_capacity(len, GFP_KERNEL)?;
+        buf.extend_with(len, 0u8, GFP_KERNEL)?;
+        // SAFETY: `buf` is a valid allocation of `len` bytes that is not moved until unmapped.
+        let dma = unsafe {
+            raw::rnvme_ib_dma_map_single(dev.as_raw(), buf.as_mut_ptr().cast(), len, dir.raw())
+        };
+        // SAFETY: `dma` was returned by the mapping call on this device.
+        if unsafe { raw::rnvme_ib_dma_mapping_error(dev.as_raw(), dma) } != 0 {
+            return Err(ENOMEM);
+        }
+        // INVARIANT: just mapped.
+        Ok(Self { buf, dma, dir, dev })
+    }
+
+    /// The bus address of the buffer.
+    pub(crate) fn dma_addr(&self) -> u64 {
+        self.dma
+    }
+
+    /// The buffer's length.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Gives the CPU access to the buffer: syncs it for the CPU, runs `f`, and syncs it back for
+    /// the device.
+    pub(crate) fn with_cpu<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let len = self.buf.len();
+        // SAFETY: the mapping is live (type invariant).
+        unsafe {
+            raw::rnvme_ib_dma_sync_single_for_cpu(self.dev.as_raw(), self.dma, len, self.dir.raw())
+        };
+        let r = f(&mut self.buf);
+        // SAFETY: the mapping is live (type invariant).
+        unsafe {
+            raw::rnvme_ib_dma_sync_single_for_device(
+                self.dev.as_raw(),
+                self.dma,
+                len,
+                self.dir.raw(),
+            )
+        };
+        r
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: the buffer is mapped (type invariant) and the device no longer uses it: its
+        // owner drops it only after the QP that referenced it is gone.
+        unsafe {
+            raw::rnvme_ib_dma_unmap_single(
+                self.dev.as_raw(),
+                self.dma,
+                self.buf.len(),
+                self.dir.raw(),
+            )
+        };
+    }
+}
