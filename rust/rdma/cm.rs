@@ -5,7 +5,11 @@
 // The connect path (issue 4) is the user of this file; until it lands only the build checks it.
 #![allow(dead_code)]
 
-use super::{Device, SockAddr};
+use super::{
+    qp::{Qp, QpAttr},
+    verbs::{Cq, Pd},
+    Device, SockAddr,
+};
 use crate::bindings::raw;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
@@ -118,6 +122,27 @@ impl CmIdLocked {
         unsafe { raw::rdma_set_service_type(self.raw(), tos.into()) };
     }
 
+    /// Creates the id's reliable-connected QP on `pd`, with `cq` for both send and receive
+    /// completions. The QP lives until the owning [`CmId`] is dropped.
+    pub(crate) fn create_qp(&self, pd: &Pd, cq: &Cq, attr: &QpAttr) -> Result {
+        // SAFETY: an all-zero ib_qp_init_attr is valid.
+        let mut init: raw::ib_qp_init_attr = unsafe { core::mem::zeroed() };
+        init.send_cq = cq.as_raw();
+        init.recv_cq = cq.as_raw();
+        init.cap.max_send_wr = attr.max_send_wr;
+        init.cap.max_recv_wr = attr.max_recv_wr;
+        init.cap.max_send_sge = attr.max_send_sge;
+        init.cap.max_recv_sge = attr.max_recv_sge;
+        init.sq_sig_type = raw::ib_sig_type_IB_SIGNAL_REQ_WR;
+        init.qp_type = raw::ib_qp_type_IB_QPT_RC;
+        init.qp_context = attr.context;
+        // SAFETY: the id is live and bound to `pd`'s device (type invariant; rdma_create_qp
+        // checks the device); `init` is valid for the call. The QP is destroyed by the owning
+        // `CmId` after the id, before `cq` and `pd`, whose owners keep them alive at least as
+        // long as the `CmId` (documented requirement of `CmId`).
+        to_result(unsafe { raw::rdma_create_qp(self.raw(), pd.as_raw(), &mut init) })
+    }
+
     /// Sends the connect request (the QP created on this id is used).
     pub(crate) fn connect(&self, p: &ConnParam<'_>) -> Result {
         let len = u8::try_from(p.private_data.len()).map_err(|_| EINVAL)?;
@@ -137,6 +162,9 @@ impl CmIdLocked {
 }
 
 /// An owned connection manager id for a reliable-connected queue pair, whose events go to `H`.
+///
+/// Dropping it destroys the id (waiting for a running handler) and then its QP, if one was
+/// created: the CQ and PD given to [`CmIdLocked::create_qp`] must outlive the `CmId`.
 ///
 /// # Invariants
 ///
@@ -261,6 +289,20 @@ impl<H: CmHandler> CmId<H> {
         })
     }
 
+    /// The id's QP, once [`CmIdLocked::create_qp`] succeeded.
+    pub(crate) fn qp(&self) -> Option<&Qp> {
+        // SAFETY: the id is live (type invariant); the handler lock orders this read after the
+        // handler that created the QP.
+        let qp = unsafe {
+            raw::rdma_lock_handler(self.raw());
+            let qp = (*self.raw()).qp;
+            raw::rdma_unlock_handler(self.raw());
+            qp
+        };
+        // SAFETY: the QP is only destroyed when `self` is dropped, which the borrow prevents.
+        (!qp.is_null()).then(|| unsafe { Qp::from_raw(qp) })
+    }
+
     /// Disconnects the connection (if any); `Disconnected` follows.
     pub(crate) fn disconnect(&self) -> Result {
         // SAFETY: the id is live (type invariant).
@@ -272,9 +314,15 @@ impl<H: CmHandler> Drop for CmId<H> {
     fn drop(&mut self) {
         // SAFETY: the id is live (type invariant); rdma_destroy_id waits for a running handler
         // and no handler runs afterwards.
-        let ctx = unsafe { (*self.raw()).context };
+        let (ctx, qp) = unsafe { ((*self.raw()).context, (*self.raw()).qp) };
         // SAFETY: as above; this is the only owner, so the id is destroyed exactly once.
         unsafe { raw::rdma_destroy_id(self.raw()) };
+        if !qp.is_null() {
+            // SAFETY: the QP was created on this id and nothing references it any more: the id
+            // is gone and `qp()` borrows ended with `self`. Destroyed with the verbs call since
+            // the id no longer exists (as the C driver does).
+            unsafe { raw::rnvme_ib_destroy_qp(qp) };
+        }
         // SAFETY: `ctx` is the foreign form of our `Arc<H>` (type invariant) and no handler can
         // borrow it any more.
         drop(unsafe { <Arc<H> as ForeignOwnable>::from_foreign(ctx.cast()) });

@@ -6,6 +6,7 @@
 //! states why it is sound; the transport logic sees only the safe types defined here.
 
 pub(crate) mod cm;
+pub(crate) mod qp;
 pub(crate) mod verbs;
 
 use crate::bindings::raw;
@@ -75,7 +76,7 @@ impl Device {
 
     /// The device's name, e.g. `eth0_rxe`.
     pub(crate) fn name(&self) -> &CStr {
-        // `dev` is an anonymous-union member: bindgen's zero-sized marker sits at its address.
+        // `dev` is an anonymous-union member (a `ManuallyDrop<device>`, same layout).
         // SAFETY: the device is registered (type invariant), so `dev` is initialised and its
         // name is a NUL-terminated string that lives as long as the device.
         unsafe {

@@ -43,7 +43,7 @@ sum[queues]="$(($(cat "$c/queue_count") - 1)) I/O queues, sqsize $(cat "$c/sqsiz
 
 step "nvme list"
 nvme list
-dev=/dev/$(basename "$(ls -d /sys/block/nvme*n1 | head -n1)")
+wait_for 30 ns_of "$NQN"; dev=$(ns_of "$NQN")
 
 step "fio: 10 s random writes 4k-128k with crc32c verification on $dev"
 if fio --name=demo --filename="$dev" --direct=1 --ioengine=libaio --rw=randwrite --bsrange=4k-128k \

@@ -74,7 +74,7 @@ target_subsys_add() {
 	case "${kind%%:*}" in
 	null|mem)
 		modprobe null_blk nr_devices=0 || { fail "cannot load null_blk"; return 1; }
-		local n=/sys/kernel/config/nullb/rnvme$((++_RNVME_NULLB))_$$
+		local n=/sys/kernel/config/nullb/$(echo "$nqn" | tr -c 'a-zA-Z0-9\n' '_')
 		mkdir "$n" && echo "$size" >"$n/size" && echo 512 >"$n/blocksize" &&
 			{ [ "${kind%%:*}" = null ] || echo 1 >"$n/memory_backed"; } &&
 			echo 1 >"$n/power" || { fail "cannot create null_blk device"; return 1; }
@@ -115,6 +115,18 @@ ctrl_of() {
 	local c
 	for c in /sys/class/nvme/nvme*; do
 		[ -e "$c/subsysnqn" ] && [ "$(cat "$c/subsysnqn")" = "$1" ] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+
+# ns_of NQN: the block device (/dev/nvmeXnY, the multipath head) of namespace 1 of NQN.
+ns_of() {
+	local s n
+	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+		[ "$(cat "$s/subsysnqn" 2>/dev/null)" = "$1" ] || continue
+		for n in "$s"/nvme*n1; do
+			[ -e "$n" ] && [ -b "/dev/$(basename "$n")" ] && { echo "/dev/$(basename "$n")"; return 0; }
+		done
 	done
 	return 1
 }

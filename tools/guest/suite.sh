@@ -43,12 +43,11 @@ t_c_driver_connects() {
 	target_subsys_add "$nqn" mem:64 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
 	c=$(host_connect "$f" "$nqn") || return 1
 	[ "$(cat "$c/transport")" = rdma ] || { fail "transport is $(cat "$c/transport")"; return 1; }
-	ns=$(ls -d "$c"/nvme*n1 2>/dev/null | head -n1) || true
-	[ -n "$ns" ] || ns=$(ls -d /sys/block/nvme*c*n1 /sys/block/nvme*n1 2>/dev/null | head -n1)
-	[ -n "$ns" ] || { fail "no namespace block device"; return 1; }
+	wait_for 30 ns_of "$nqn" || { fail "no namespace block device for $nqn"; return 1; }
+	ns=$(ns_of "$nqn")
 	dd if=/dev/urandom of=/tmp/pattern bs=1M count=4 status=none
-	dd if=/tmp/pattern of="/dev/$(basename "$ns")" bs=1M oflag=direct status=none || return 1
-	cmp <(dd if="/dev/$(basename "$ns")" bs=1M count=4 iflag=direct status=none) /tmp/pattern ||
+	dd if=/tmp/pattern of="$ns" bs=1M oflag=direct status=none || return 1
+	cmp <(dd if="$ns" bs=1M count=4 iflag=direct status=none) /tmp/pattern ||
 		{ fail "data read back differs"; return 1; }
 	info "C nvme_rdma: $(basename "$c") live over $f, 4 MiB written and read back"
 	host_disconnect "$nqn" && target_subsys_del "$nqn"
