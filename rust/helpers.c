@@ -103,3 +103,13 @@ bool rnvme_ib_device_try_get(struct ib_device *dev)
 {
 	return ib_device_try_get(dev);
 }
+
+int rnvme_nvme_ctrl_state(struct nvme_ctrl *ctrl)
+{
+	return nvme_ctrl_state(ctrl);
+}
+
+void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(&ctrl->reset_work, fn);
+}

@@ -9,6 +9,7 @@
 #include <linux/types.h>
 
 struct nvme_ctrl;
+struct work_struct;
 struct ib_device;
 struct rdma_cm_id;
 struct rdma_cm_event;
@@ -48,4 +49,7 @@ void rnvme_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t si
 void rnvme_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size, int dir);
 bool rnvme_ib_device_try_get(struct ib_device *dev);
 
+/* nvme.h: the controller's state (an atomic read) and its reset work (INIT_WORK is a macro). */
+int rnvme_nvme_ctrl_state(struct nvme_ctrl *ctrl);
+void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_struct *));
 #endif

@@ -4,6 +4,8 @@
 //!
 //! One of the two layers (with `rdma`) allowed to contain `unsafe`.
 
+pub(crate) mod ctrl;
+
 use crate::bindings::raw;
 use core::marker::PhantomData;
 use kernel::{
@@ -64,6 +66,10 @@ impl Options {
         }
     }
 
+    pub(crate) fn as_raw(&self) -> *mut raw::nvmf_ctrl_options {
+        self.0.get()
+    }
+
     /// Bit mask of the options given (`opt::*`).
     pub(crate) fn mask(&self) -> u32 {
         self.raw().mask
@@ -91,6 +97,20 @@ impl Options {
     pub(crate) fn subsysnqn(&self) -> Option<&CStr> {
         // SAFETY: by the type invariant string fields are NUL-terminated or null.
         unsafe { self.opt_str(self.raw().subsysnqn) }
+    }
+}
+
+/// The fabrics core's device (`/dev/nvme-fabrics`), parent of the controllers it creates.
+///
+/// # Invariants
+///
+/// `self.0` is the live misc device the fabrics core passes to `create_ctrl`.
+#[repr(transparent)]
+pub(crate) struct FabricsDevice(Opaque<raw::device>);
+
+impl FabricsDevice {
+    pub(crate) fn as_raw(&self) -> *mut raw::device {
+        self.0.get()
     }
 }
 
@@ -135,7 +155,7 @@ pub(crate) trait TransportOps {
     const ALLOWED_OPTS: u32;
 
     /// Creates a controller for a connect request.
-    fn create_ctrl(dev: &kernel::device::Device, opts: &Options) -> Result<ARef<Ctrl>>;
+    fn create_ctrl(dev: &FabricsDevice, opts: &Options) -> Result<ARef<Ctrl>>;
 }
 
 /// A registered fabrics transport.
@@ -188,8 +208,9 @@ impl<T: TransportOps> TransportRegistration<T> {
         dev: *mut raw::device,
         opts: *mut raw::nvmf_ctrl_options,
     ) -> *mut raw::nvme_ctrl {
-        // SAFETY: the fabrics core passes its misc device, valid during the call.
-        let dev = unsafe { kernel::device::Device::from_raw(dev) };
+        // SAFETY: the fabrics core passes its misc device, valid during the call;
+        // `FabricsDevice` is repr(transparent).
+        let dev = unsafe { &*dev.cast::<FabricsDevice>() };
         // SAFETY: `Options` is `repr(transparent)`; the core owns `opts` for the call.
         let opts = unsafe { &*opts.cast::<Options>() };
         match T::create_ctrl(dev, opts) {

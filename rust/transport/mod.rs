@@ -5,7 +5,7 @@
 #![deny(unsafe_code)]
 
 use crate::{
-    nvme::{opt, Ctrl, Options, TransportOps},
+    nvme::{opt, Ctrl, FabricsDevice, Options, TransportOps},
     rdma::{ClientOps, Device, SockAddr},
 };
 use kernel::{prelude::*, str::CStr, sync::aref::ARef};
@@ -29,7 +29,7 @@ impl TransportOps for Rdma {
         | opt::NR_POLL_QUEUES
         | opt::TOS;
 
-    fn create_ctrl(_dev: &kernel::device::Device, opts: &Options) -> Result<ARef<Ctrl>> {
+    fn create_ctrl(_dev: &FabricsDevice, opts: &Options) -> Result<ARef<Ctrl>> {
         let traddr = opts.traddr().ok_or(EINVAL)?;
         let trsvcid = if opts.mask() & opt::TRSVCID != 0 {
             opts.trsvcid().ok_or(EINVAL)?
