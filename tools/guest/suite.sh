@@ -67,15 +67,18 @@ t_module_loads() {
 
 # KUnit suites ran when the module loaded; their KTAP results are in debugfs.
 t_kunit() {
-	local d n=0 bad=0 line
+	local d n=0 bad=0 line suite
 	for d in /sys/kernel/debug/kunit/rnvme_rdma_*; do
 		[ -f "$d/results" ] || continue
+		suite=$(basename "$d")
+		# KTAP: one "ok N case" / "not ok N case" line per case, plus one for the suite.
 		while read -r line; do
 			case "$line" in
-			"ok "*" "*) [[ $line == *"# SKIP"* ]] || n=$((n + 1));;
-			"not ok "*) echo "#   $(basename "$d"): $line"; bad=$((bad + 1));;
+			"ok "[0-9]*" $suite"|"not ok "[0-9]*" $suite") ;;
+			"ok "[0-9]*) [[ $line == *"# SKIP"* ]] || n=$((n + 1));;
+			"not ok "[0-9]*) echo "#   $suite: $line"; bad=$((bad + 1));;
 			esac
-		done < <(sed -n 's/^    //p' "$d/results")
+		done <"$d/results"
 	done
 	info "KUnit: $n cases passed, $bad failed"
 	[ $n -gt 0 ] && [ $bad = 0 ]
@@ -110,7 +113,13 @@ t_connect_errors() {
 	}
 	check_err "malformed address passed: 10.0.2.999:4420" -a 10.0.2.999 -n "$nqn" || return 1
 	check_err "malformed src address passed: bogus" -a "$(fabric_addr $f)" -w bogus -n "$nqn" || return 1
-	check_err "invalid parameter 'hdr_digest'" -a "$(fabric_addr $f)" -n "$nqn" --hdr-digest || return 1
+	# nvme-cli drops TCP-only options for rdma, so write the request to the fabrics device.
+	dmesg_mark
+	if echo "transport=rdma,traddr=$(fabric_addr $f),nqn=$nqn,hdr_digest" >/dev/nvme-fabrics 2>/dev/null; then
+		fail "a TCP-only option was accepted"; return 1
+	fi
+	dmesg_since_mark | grep -q "invalid parameter 'hdr_digest'" || { fail "no message for hdr_digest"; return 1; }
+	info "hdr_digest: $(dmesg_since_mark | grep -o "invalid parameter 'hdr_digest'")"
 	check_err "data path is not implemented yet" -a "$(fabric_addr $f)" -n "$nqn" || return 1
 	ls /sys/class/nvme/ 2>/dev/null | grep -q . && { fail "a controller was left behind"; return 1; }
 	target_subsys_del "$nqn" && rmmod rnvme_rdma
