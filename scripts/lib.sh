@@ -3,7 +3,7 @@ set -euo pipefail
 RNVME_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=versions
 . "$RNVME_TOP/scripts/versions"
-RNVME_CACHE=${RNVME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rnvme-rdma}
+RNVME_CACHE=${RNVME_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/rnvme-rdma}
 mkdir -p "$RNVME_CACHE"
 _rnvme_t0=${_rnvme_t0:-$(date +%s)}
 export _rnvme_t0
