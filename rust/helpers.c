@@ -3,6 +3,7 @@
  * C helpers of rnvme_rdma (declared in helpers.h). Only thin wrappers around static inline
  * kernel functions and macros live here: all logic is in Rust.
  */
+#include <linux/blk_types.h>
 #include <linux/module.h>
 #include <linux/namei.h>
 #include <linux/path.h>
@@ -12,6 +13,10 @@
 #include "helpers.h"
 
 MODULE_VERSION("0.1.0");
+
+/* Values the Rust side hard-codes because bindgen cannot evaluate the macros. */
+static_assert((__force u8)BLK_STS_RESOURCE == 9);
+static_assert((__force u8)BLK_STS_IOERR == 10);
 
 void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl)
 {
@@ -112,4 +117,19 @@ int rnvme_nvme_ctrl_state(struct nvme_ctrl *ctrl)
 void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_struct *))
 {
 	INIT_WORK(&ctrl->reset_work, fn);
+}
+
+void *rnvme_blk_mq_rq_to_pdu(struct request *rq)
+{
+	return blk_mq_rq_to_pdu(rq);
+}
+
+void rnvme_nvme_start_request(struct request *rq)
+{
+	nvme_start_request(rq);
+}
+
+bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result)
+{
+	return nvme_try_complete_req(rq, status, result);
 }

@@ -7,6 +7,7 @@
 #define RNVME_HELPERS_H
 
 #include <linux/types.h>
+#include <linux/nvme.h>
 
 struct nvme_ctrl;
 struct work_struct;
@@ -52,4 +53,10 @@ bool rnvme_ib_device_try_get(struct ib_device *dev);
 /* nvme.h: the controller's state (an atomic read) and its reset work (INIT_WORK is a macro). */
 int rnvme_nvme_ctrl_state(struct nvme_ctrl *ctrl);
 void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_struct *));
+/* blk-mq / nvme request helpers (static inline). */
+struct request;
+void *rnvme_blk_mq_rq_to_pdu(struct request *rq);
+void rnvme_nvme_start_request(struct request *rq);
+bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result);
+
 #endif

@@ -62,8 +62,12 @@ impl State {
 }
 
 impl Ctrl {
-    fn raw(&self) -> *mut raw::nvme_ctrl {
+    pub(crate) fn as_raw(&self) -> *mut raw::nvme_ctrl {
         self.0.get()
+    }
+
+    fn raw(&self) -> *mut raw::nvme_ctrl {
+        self.as_raw()
     }
 
     /// The current state.
@@ -273,6 +277,14 @@ impl<T: CtrlOps> Controller<T> {
         // SAFETY: `nctrl` is the first field of the repr(C) struct and `Ctrl` is
         // repr(transparent) over it; the reference moves from one `ARef` to the other.
         unsafe { ARef::from_raw(p.cast::<Ctrl>()) }
+    }
+
+    /// # Safety
+    ///
+    /// `p` must be the `nvme_ctrl` of a live `Controller<T>`, valid for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(p: *mut raw::nvme_ctrl) -> &'a Self {
+        // SAFETY: forwarded to the caller.
+        unsafe { controller::<T>(p) }
     }
 
     /// The core's view of the controller.

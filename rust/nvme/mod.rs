@@ -5,6 +5,7 @@
 //! One of the two layers (with `rdma`) allowed to contain `unsafe`.
 
 pub(crate) mod ctrl;
+pub(crate) mod mq;
 
 use crate::bindings::raw;
 use core::marker::PhantomData;
