@@ -6,7 +6,10 @@
 // The connect path (issue 4) is the user of this file; until it lands only the build checks it.
 #![allow(dead_code)]
 
-use super::{Ctrl, FabricsDevice, Options};
+use super::{
+    mq::{MqOps, Pdu, Vtable},
+    Ctrl, FabricsDevice, Options,
+};
 use crate::bindings::raw;
 use core::{marker::PhantomData, ops::Deref};
 use kernel::{
@@ -115,6 +118,10 @@ pub(crate) trait CtrlOps: Sized + Send + Sync + 'static {
 pub(crate) struct Controller<T: CtrlOps> {
     #[pin]
     nctrl: Opaque<raw::nvme_ctrl>,
+    #[pin]
+    admin_tag_set: Opaque<raw::blk_mq_tag_set>,
+    #[pin]
+    tag_set: Opaque<raw::blk_mq_tag_set>,
     #[pin]
     data: T,
 }
@@ -246,6 +253,9 @@ impl<T: CtrlOps> Controller<T> {
                 // SAFETY: all-zero is the state `nvme_init_ctrl` expects for the fields it
                 // does not set itself (as the C driver's kzalloc).
                 nctrl <- Opaque::ffi_init(|p: *mut raw::nvme_ctrl| unsafe { p.write_bytes(0, 1) }),
+                // The tag sets are initialised by `nvme_alloc_*_tag_set`.
+                admin_tag_set: Opaque::uninit(),
+                tag_set: Opaque::uninit(),
                 data <- data,
             }),
             GFP_KERNEL,
@@ -285,6 +295,54 @@ impl<T: CtrlOps> Controller<T> {
     pub(crate) unsafe fn from_raw<'a>(p: *mut raw::nvme_ctrl) -> &'a Self {
         // SAFETY: forwarded to the caller.
         unsafe { controller::<T>(p) }
+    }
+
+    /// Allocates the admin tag set (and the admin and fabrics request queues) with `M`'s ops.
+    /// Undone by [`Controller::remove_admin_tag_set`].
+    pub(crate) fn alloc_admin_tag_set<M: MqOps<Ctrl = T>>(&self, extra: usize) -> Result {
+        let ops: &'static raw::blk_mq_ops = &Vtable::<M, true>::OPS;
+        // SAFETY: the controller is initialised; the tag set storage is pinned inside it and
+        // outlives the set (removed before the controller is freed); `ops` is static.
+        to_result(unsafe {
+            raw::nvme_alloc_admin_tag_set(
+                self.nctrl.get(),
+                self.admin_tag_set.get(),
+                ops,
+                Pdu::<M::Data>::cmd_size(extra),
+            )
+        })
+    }
+
+    /// Frees the admin tag set and queues.
+    pub(crate) fn remove_admin_tag_set(&self) {
+        // SAFETY: the controller is initialised; the core checks that an admin tag set exists.
+        unsafe { raw::nvme_remove_admin_tag_set(self.nctrl.get()) };
+    }
+
+    /// Allocates the I/O tag set with `nr_maps` queue maps (2, or 3 with poll queues).
+    /// Undone by [`Controller::remove_io_tag_set`].
+    pub(crate) fn alloc_io_tag_set<M: MqOps<Ctrl = T>>(
+        &self,
+        nr_maps: u32,
+        extra: usize,
+    ) -> Result {
+        let ops: &'static raw::blk_mq_ops = &Vtable::<M, false>::OPS;
+        // SAFETY: as for the admin tag set.
+        to_result(unsafe {
+            raw::nvme_alloc_io_tag_set(
+                self.nctrl.get(),
+                self.tag_set.get(),
+                ops,
+                nr_maps,
+                Pdu::<M::Data>::cmd_size(extra),
+            )
+        })
+    }
+
+    /// Frees the I/O tag set.
+    pub(crate) fn remove_io_tag_set(&self) {
+        // SAFETY: the controller is initialised; the core checks that an I/O tag set exists.
+        unsafe { raw::nvme_remove_io_tag_set(self.nctrl.get()) };
     }
 
     /// The core's view of the controller.
