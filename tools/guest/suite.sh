@@ -99,6 +99,24 @@ t_refuses_next_to_c() {
 	rmmod nvme_rdma
 }
 
+# Documented behaviour: with the C driver loaded after rnvme_rdma, rnvme_rdma (registered first)
+# keeps serving new rdma connections.
+t_c_loaded_after() {
+	local f=rxe nqn=nqn.2026-11.io.rnvme:order
+	fabric_up $f >/dev/null && target_port_up $f || return 1
+	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" $f || return 1
+	modprobe rnvme_rdma && load_c_driver || return 1
+	dmesg_mark
+	timeout 60 nvme connect -t rdma -a "$(fabric_addr $f)" -n "$nqn" >/dev/null 2>&1
+	if dmesg_since_mark | grep -q 'data path is not implemented yet'; then
+		info "rnvme_rdma served the connect request"
+	else
+		fail "the connect request did not reach rnvme_rdma"; ctrl_of "$nqn" >/dev/null && nvme disconnect -n "$nqn"
+		rmmod nvme_rdma rnvme_rdma; return 1
+	fi
+	rmmod nvme_rdma && rmmod rnvme_rdma && target_subsys_del "$nqn"
+}
+
 t_connect_errors() {
 	local f=rxe out nqn=nqn.2026-11.io.rnvme:errors
 	fabric_up $f >/dev/null && target_port_up $f || return 1
@@ -149,6 +167,7 @@ group_module() {
 	run_test "module: KUnit suites pass" t_kunit
 	run_test "module: unloads" t_module_unloads
 	run_test "module: refuses to load next to the C nvme_rdma" t_refuses_next_to_c
+	run_test "module: keeps serving rdma when the C nvme_rdma loads after it" t_c_loaded_after
 	run_test "module: bad connect requests get clear errors, nothing left behind" t_connect_errors
 	run_test "module: 100 load/unload cycles" t_load_unload_cycles 100
 }
