@@ -40,6 +40,13 @@ pub(crate) enum Sgl {
     },
 }
 
+/// The rkey to register a fast-registration MR with next: the low 8 bits (the "key" the consumer
+/// owns) are incremented, so a stale rkey of the previous registration no longer matches
+/// (`ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey))`).
+pub(crate) fn next_rkey(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+}
+
 /// A descriptor that cannot be encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LengthTooLarge;
@@ -134,6 +141,13 @@ mod tests {
             .encode(),
             Ok(want)
         );
+    }
+
+    #[test]
+    fn rkey_increment() {
+        assert_eq!(next_rkey(0x1234_5600), 0x1234_5601);
+        assert_eq!(next_rkey(0x1234_56ff), 0x1234_5600);
+        assert_eq!(next_rkey(0xffff_ffff), 0xffff_ff00);
     }
 
     #[test]
