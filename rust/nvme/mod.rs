@@ -50,8 +50,9 @@ pub(crate) struct Options(Opaque<raw::nvmf_ctrl_options>);
 
 impl Options {
     fn raw(&self) -> &raw::nvmf_ctrl_options {
-        // SAFETY: by the type invariant the options are valid, and nothing mutates them while
-        // the transport holds the borrow (the fabrics core owns them until it frees the ctrl).
+        // SAFETY: by the type invariant the options are valid for the borrow, and nothing else
+        // mutates them meanwhile (the fabrics core hands them to `create_ctrl` and, if that
+        // fails, frees them afterwards; on success the transport owns them).
         unsafe { &*self.0.get() }
     }
 

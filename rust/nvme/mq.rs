@@ -45,8 +45,13 @@ pub(crate) enum TimeoutAction {
 #[repr(C)]
 pub(crate) struct Pdu<D> {
     nreq: Opaque<raw::nvme_request>,
+    /// The submission queue entry the core builds the command in (`nvme_req(rq)->cmd`).
+    cmd: Opaque<raw::nvme_command>,
     data: D,
 }
+
+// The PDU follows `struct request` directly: it must not need a stricter alignment.
+const _: () = assert!(core::mem::align_of::<Pdu<u64>>() <= core::mem::align_of::<raw::request>());
 
 impl<D> Pdu<D> {
     /// The size to pass as the tag set's `cmd_size` with `extra` bytes after the PDU (for inline
@@ -87,6 +92,10 @@ pub(crate) trait MqOps: Sized + Send + Sync + 'static {
 
     /// Polls a poll queue; returns the number of completions.
     fn poll(queue: &Self::Queue) -> i32;
+
+    /// How many hardware queues of each type (default, read, poll) the I/O tag set has, for
+    /// `nvmf_map_queues`.
+    fn io_queues(ctrl: &Controller<Self::Ctrl>) -> [u32; raw::hctx_type_HCTX_MAX_TYPES as usize];
 }
 
 /// A request of a controller's tag set, borrowed while blk-mq hands it to the transport.
@@ -176,7 +185,11 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
         exit_request: Some(Self::exit_request_cb),
         cleanup_rq: None,
         busy: None,
-        map_queues: None,
+        map_queues: if ADMIN {
+            None
+        } else {
+            Some(Self::map_queues_cb)
+        },
         show_rq: None,
     };
 
@@ -225,6 +238,7 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
         // allocated once with the tag set).
         unsafe {
             (*(*pdu).nreq.get()).ctrl = ctrl.ctrl().as_raw();
+            (*(*pdu).nreq.get()).cmd = (*pdu).cmd.get();
             let init = M::init_request(ctrl, ADMIN, hctx_idx);
             match init.__init(&raw mut (*pdu).data) {
                 Ok(()) => 0,
@@ -285,6 +299,17 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
             TimeoutAction::Done => raw::blk_eh_timer_return_BLK_EH_DONE,
             TimeoutAction::ResetTimer => raw::blk_eh_timer_return_BLK_EH_RESET_TIMER,
         }
+    }
+
+    /// # Safety
+    ///
+    /// Called by blk-mq with our I/O tag set.
+    unsafe extern "C" fn map_queues_cb(set: *mut raw::blk_mq_tag_set) {
+        // SAFETY: blk-mq passes one of our tag sets (see `ctrl`).
+        let ctrl = unsafe { Self::ctrl(set) };
+        let mut q = M::io_queues(ctrl);
+        // SAFETY: `set` and the controller are valid; `q` has HCTX_MAX_TYPES entries.
+        unsafe { raw::nvmf_map_queues(set, ctrl.ctrl().as_raw(), q.as_mut_ptr()) };
     }
 
     /// # Safety

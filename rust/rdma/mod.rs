@@ -74,15 +74,17 @@ impl Device {
         self.0.get()
     }
 
-    /// The device's name, e.g. `eth0_rxe`.
-    pub(crate) fn name(&self) -> &CStr {
-        // `dev` is an anonymous-union member (a `ManuallyDrop<device>`, same layout).
-        // SAFETY: the device is registered (type invariant), so `dev` is initialised and its
-        // name is a NUL-terminated string that lives as long as the device.
-        unsafe {
-            let dev = (&raw const (*self.0.get()).__bindgen_anon_1.dev).cast::<raw::device>();
-            CStr::from_char_ptr(raw::dev_name(dev))
-        }
+    /// A copy of the device's name, e.g. `eth0_rxe`.
+    ///
+    /// A copy, because a rename may free the `struct device` name at any time; the fixed
+    /// `ib_device::name` array is read instead (a racing rename can only garble the copy).
+    pub(crate) fn name(&self) -> DeviceName {
+        // SAFETY: the device is valid (type invariant); `name` is an inline array of
+        // `NAME_MAX` bytes, read by value.
+        let mut n =
+            DeviceName(unsafe { core::ptr::read_volatile(&raw const (*self.0.get()).name) });
+        n.0[NAME_MAX - 1] = 0;
+        n
     }
 
     /// The device's node GUID (the C driver's key for per-device state).
@@ -90,6 +92,19 @@ impl Device {
         // SAFETY: by the type invariant the device is registered; `node_guid` is set before
         // registration and only read here.
         u64::from_be(unsafe { (*self.0.get()).node_guid })
+    }
+}
+
+const NAME_MAX: usize = raw::IB_DEVICE_NAME_MAX as usize;
+
+/// A copy of an RDMA device's name.
+pub(crate) struct DeviceName([u8; NAME_MAX]);
+
+impl kernel::fmt::Display for DeviceName {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let len = self.0.iter().position(|&c| c == 0).unwrap_or(NAME_MAX);
+        let s = core::str::from_utf8(&self.0[..len]).unwrap_or("?");
+        f.write_str(s)
     }
 }
 

@@ -23,7 +23,8 @@ pub(crate) struct DeviceRef(NonNull<raw::ib_device>);
 
 // SAFETY: device references may be taken and dropped on any thread.
 unsafe impl Send for DeviceRef {}
-// SAFETY: `&DeviceRef` only gives `&Device`, which is Sync.
+// SAFETY: `&DeviceRef` only gives `&Device`, whose methods only read fields that do not change
+// while the device is registered (or copy the name), so sharing across threads is fine.
 unsafe impl Sync for DeviceRef {}
 
 impl DeviceRef {

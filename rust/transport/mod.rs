@@ -70,6 +70,9 @@ impl ClientOps for Rdma {
 
     fn remove(dev: &Device) {
         // No controller exists before the data path lands, so nothing holds resources of `dev`.
-        pr_debug!("RDMA device {} removed\n", dev.name());
+        pr_debug!(
+            "RDMA device (node GUID {:#018x}) removed\n",
+            dev.node_guid()
+        );
     }
 }
