@@ -81,8 +81,8 @@ impl Device {
     pub(crate) fn name(&self) -> DeviceName {
         // SAFETY: the device is valid (type invariant); `name` is an inline array of
         // `NAME_MAX` bytes, read by value.
-        let mut n =
-            DeviceName(unsafe { core::ptr::read_volatile(&raw const (*self.0.get()).name) });
+        let bytes = unsafe { core::ptr::read_volatile(&raw const (*self.0.get()).name) };
+        let mut n = DeviceName(bytes);
         n.0[NAME_MAX - 1] = 0;
         n
     }
