@@ -173,6 +173,9 @@ group_module() {
 }
 
 groups=("$@"); [ ${#groups[@]} -gt 0 ] || groups=(harness module)
-for g in "${groups[@]}"; do "group_$g"; done
+for g in "${groups[@]}"; do
+	declare -F "group_$g" >/dev/null || { echo "unknown test group '$g'" >&2; exit 2; }
+	"group_$g"
+done
 grep -q '^not ok' "$TAP_FILE" && exit 1
 exit 0
