@@ -74,11 +74,16 @@ target_subsys_add() {
 	case "${kind%%:*}" in
 	null|mem)
 		modprobe null_blk nr_devices=0 || { fail "cannot load null_blk"; return 1; }
-		local n=/sys/kernel/config/nullb/$(echo "$nqn" | tr -c 'a-zA-Z0-9\n' '_')
+		# null_blk names the disk after the configfs directory (at most 31 characters).
+		local name
+		name=rn_$(echo "${nqn##*:}" | tr -c 'a-zA-Z0-9\n' '_' | cut -c1-28)
+		local n=/sys/kernel/config/nullb/$name
 		mkdir "$n" && echo "$size" >"$n/size" && echo 512 >"$n/blocksize" &&
 			{ [ "${kind%%:*}" = null ] || echo 1 >"$n/memory_backed"; } &&
 			echo 1 >"$n/power" || { fail "cannot create null_blk device"; return 1; }
-		dev=/dev/$(cat "$n/index" | sed 's/^/nullb/')
+		dev=/dev/$name
+		# devtmpfs creates the node asynchronously.
+		wait_for 10 test -b "$dev" || { fail "$dev did not appear"; return 1; }
 		echo "$n" >"/run/rnvme-nullb-$(echo "$nqn" | tr ':/' '__')"
 		;;
 	file)

@@ -144,9 +144,11 @@ t_connect_errors() {
 }
 
 t_load_unload_cycles() {
-	local i
+	local i ko
+	ko=$(modinfo -n rnvme_rdma) || return 1
+	modprobe nvme-fabrics && modprobe rdma_cm || return 1
 	for i in $(seq 1 "${1:-100}"); do
-		modprobe rnvme_rdma || { fail "load $i failed"; return 1; }
+		insmod "$ko" || { fail "load $i failed"; return 1; }
 		rmmod rnvme_rdma || { fail "unload $i failed"; return 1; }
 	done
 	info "$i load/unload cycles (kmemleak is checked at the end of the boot)"
