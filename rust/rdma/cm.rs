@@ -136,10 +136,9 @@ impl CmIdLocked {
         init.sq_sig_type = raw::ib_sig_type_IB_SIGNAL_REQ_WR;
         init.qp_type = raw::ib_qp_type_IB_QPT_RC;
         init.qp_context = attr.context;
+        // The QP is destroyed by the owning `CmId`; `cq` and `pd` must outlive it (see `CmId`).
         // SAFETY: the id is live and bound to `pd`'s device (type invariant; rdma_create_qp
-        // checks the device); `init` is valid for the call. The QP is destroyed by the owning
-        // `CmId` after the id, before `cq` and `pd`, whose owners keep them alive at least as
-        // long as the `CmId` (documented requirement of `CmId`).
+        // checks the device); `init` is valid for the call.
         to_result(unsafe { raw::rdma_create_qp(self.raw(), pd.as_raw(), &mut init) })
     }
 
