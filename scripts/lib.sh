@@ -11,18 +11,21 @@ export _rnvme_t0
 log() { printf '[%5ds] %s\n' "$(($(date +%s) - _rnvme_t0))" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# Content hash of the named files/strings: the cache key of a build step.
+# Content hash of the named files/directories/strings: the cache key of a build step. Only
+# contents and paths relative to the checkout count, never where the checkout lives (CI clones
+# elsewhere and must reuse the same cache). A missing path counts as its relative name.
 key_of() {
-	local f
+	local f g
 	for f in "$@"; do
-		if [ -e "$f" ]; then
-			if [ -d "$f" ]; then
-				find "$f" -type f -print0 | sort -z | xargs -0 cat
-			else
-				cat "$f"
-			fi
+		if [ -d "$f" ]; then
+			while IFS= read -r -d '' g; do
+				printf '%s\n' "${g#"$RNVME_TOP"/}"
+				cat "$g"
+			done < <(find "$f" -type f -print0 | sort -z)
+		elif [ -e "$f" ]; then
+			cat "$f"
 		else
-			printf '%s\n' "$f"
+			printf '%s\n' "${f#"$RNVME_TOP"/}"
 		fi
 	done | sha256sum | cut -c1-12
 }
