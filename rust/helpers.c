@@ -8,8 +8,12 @@
 #include <linux/namei.h>
 #include <linux/path.h>
 #include <linux/string.h>
+#include <linux/scatterlist.h>
+#include <linux/blk-mq.h>
+#include <rdma/mr_pool.h>
 #include <rdma/rdma_cm.h>
 #include "nvme.h"
+#include "fabrics.h"
 #include "helpers.h"
 
 MODULE_VERSION("0.1.0");
@@ -132,4 +136,149 @@ void rnvme_nvme_start_request(struct request *rq)
 bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result)
 {
 	return nvme_try_complete_req(rq, status, result);
+}
+
+int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt)
+{
+	int ret, nents;
+
+	ret = sg_alloc_table(sgt, blk_rq_nr_phys_segments(rq), GFP_ATOMIC);
+	if (ret)
+		return ret;
+	sgt->nents = blk_rq_map_sg(rq, sgt->sgl);
+	nents = ib_dma_map_sg(dev, sgt->sgl, sgt->nents, rq_dma_dir(rq));
+	if (nents <= 0) {
+		sg_free_table(sgt);
+		return -EIO;
+	}
+	return nents;
+}
+
+void rnvme_unmap_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int nents)
+{
+	ib_dma_unmap_sg(dev, sgt->sgl, sgt->nents, rq_dma_dir(rq));
+	sg_free_table(sgt);
+}
+
+u64 rnvme_sg_dma_address(struct scatterlist *sg)
+{
+	return sg_dma_address(sg);
+}
+
+unsigned int rnvme_sg_dma_len(struct scatterlist *sg)
+{
+	return sg_dma_len(sg);
+}
+
+int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents)
+{
+	int nr = ib_map_mr_sg(mr, sg, nents, NULL, SZ_4K);
+
+	if (nr < nents)
+		return nr < 0 ? nr : -EINVAL;
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	return 0;
+}
+
+unsigned short rnvme_blk_rq_nr_phys_segments(struct request *rq)
+{
+	return blk_rq_nr_phys_segments(rq);
+}
+
+unsigned int rnvme_blk_rq_payload_bytes(struct request *rq)
+{
+	return blk_rq_payload_bytes(rq);
+}
+
+bool rnvme_rq_is_write(struct request *rq)
+{
+	return rq_data_dir(rq) == WRITE;
+}
+
+struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id)
+{
+	return nvme_find_rq(tags, command_id);
+}
+
+bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live)
+{
+	return nvme_check_ready(ctrl, rq, queue_live);
+}
+
+blk_status_t rnvme_nvme_setup_cmd(struct request *rq)
+{
+	return nvme_setup_cmd(rq->q->queuedata, rq);
+}
+
+u16 rnvme_nvme_cid(struct request *rq)
+{
+	return nvme_cid(rq);
+}
+
+void rnvme_nvmf_complete_timed_out_request(struct request *rq)
+{
+	nvmf_complete_timed_out_request(rq);
+}
+
+u32 rnvme_nvmf_nr_io_queues(struct nvmf_ctrl_options *opts)
+{
+	return nvmf_nr_io_queues(opts);
+}
+
+int rnvme_ibdev_to_node(struct ib_device *dev)
+{
+	return ibdev_to_node(dev);
+}
+
+struct blk_mq_tags *rnvme_tagset_tags(struct blk_mq_tag_set *set, unsigned int idx)
+{
+	return set->tags[idx];
+}
+
+void *rnvme_rq_queuedata(struct request *rq)
+{
+	return rq->q->queuedata;
+}
+
+void rnvme_ctrl_set_opts_trsvcid_default(struct nvmf_ctrl_options *opts, const char *dflt, int *err)
+{
+	*err = 0;
+	if (opts->mask & NVMF_OPT_TRSVCID)
+		return;
+	opts->trsvcid = kstrdup(dflt, GFP_KERNEL);
+	if (!opts->trsvcid) {
+		*err = -ENOMEM;
+		return;
+	}
+	opts->mask |= NVMF_OPT_TRSVCID;
+}
+
+void rnvme_init_work(struct work_struct *w, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(w, fn);
+}
+
+void rnvme_init_delayed_work(struct delayed_work *w, void (*fn)(struct work_struct *))
+{
+	INIT_DELAYED_WORK(w, fn);
+}
+
+bool rnvme_queue_reset_work(struct work_struct *w)
+{
+	return queue_work(nvme_reset_wq, w);
+}
+
+bool rnvme_queue_nvme_delayed_work(struct delayed_work *w, unsigned long delay_secs)
+{
+	return queue_delayed_work(nvme_wq, w, delay_secs * HZ);
+}
+
+struct work_struct *rnvme_delayed_work_work(struct delayed_work *w)
+{
+	return &w->work;
+}
+
+void rnvme_flush_nvme_delete_wq(void)
+{
+	flush_workqueue(nvme_delete_wq);
 }

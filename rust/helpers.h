@@ -15,6 +15,8 @@ struct ib_device;
 struct rdma_cm_id;
 struct rdma_cm_event;
 struct net;
+struct request;
+struct nvmf_ctrl_options;
 
 /* nvme.h: reference counting of a controller (its struct device). */
 void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl);
@@ -58,5 +60,43 @@ struct request;
 void *rnvme_blk_mq_rq_to_pdu(struct request *rq);
 void rnvme_nvme_start_request(struct request *rq);
 bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result);
+
+/* Data path: scatterlists, memory registration, blk-mq and nvme inline helpers. */
+struct scatterlist;
+struct sg_table;
+struct ib_mr;
+struct blk_mq_tags;
+struct nvme_command;
+/* Maps the request's data into @sgt (allocated with room for its physical segments, GFP_ATOMIC)
+ * and DMA-maps it for @dev; returns the number of mapped entries or a negative errno. */
+int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt);
+void rnvme_unmap_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int nents);
+u64 rnvme_sg_dma_address(struct scatterlist *sg);
+unsigned int rnvme_sg_dma_len(struct scatterlist *sg);
+/* ib_map_mr_sg() on 4 KiB pages, then a new rkey (ib_update_fast_reg_key(ib_inc_rkey())). */
+int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents);
+unsigned short rnvme_blk_rq_nr_phys_segments(struct request *rq);
+unsigned int rnvme_blk_rq_payload_bytes(struct request *rq);
+bool rnvme_rq_is_write(struct request *rq);
+struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id);
+bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live);
+blk_status_t rnvme_nvme_setup_cmd(struct request *rq);
+u16 rnvme_nvme_cid(struct request *rq);
+void rnvme_nvmf_complete_timed_out_request(struct request *rq);
+u32 rnvme_nvmf_nr_io_queues(struct nvmf_ctrl_options *opts);
+int rnvme_ibdev_to_node(struct ib_device *dev);
+struct blk_mq_tags *rnvme_tagset_tags(struct blk_mq_tag_set *set, unsigned int idx);
+void *rnvme_rq_queuedata(struct request *rq);
+struct nvmf_ctrl_options;
+void rnvme_ctrl_set_opts_trsvcid_default(struct nvmf_ctrl_options *opts, const char *dflt, int *err);
+
+/* Transport work items of a controller (INIT_WORK and queue_work are macros/inline). */
+struct delayed_work;
+void rnvme_init_work(struct work_struct *w, void (*fn)(struct work_struct *));
+void rnvme_init_delayed_work(struct delayed_work *w, void (*fn)(struct work_struct *));
+bool rnvme_queue_reset_work(struct work_struct *w);
+bool rnvme_queue_nvme_delayed_work(struct delayed_work *w, unsigned long delay_secs);
+struct work_struct *rnvme_delayed_work_work(struct delayed_work *w);
+void rnvme_flush_nvme_delete_wq(void);
 
 #endif

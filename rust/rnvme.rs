@@ -34,10 +34,17 @@ struct RnvmeRdma {
     transport: nvme::TransportRegistration<transport::Rdma>,
     #[pin]
     ib_client: rdma::ClientRegistration<transport::Rdma>,
+    /// Deletes controllers left after the client is gone.
+    _reaper: transport::Reaper,
+    #[pin]
+    stats: kernel::debugfs::File<transport::Stats>,
+    _debugfs: kernel::debugfs::Dir,
 }
 
 impl kernel::InPlaceModule for RnvmeRdma {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        nvme::init_globals();
+        let dir = kernel::debugfs::Dir::new(c"rnvme_rdma");
         try_pin_init!(Self {
             _: {
                 // Two "rdma" transports would compete silently (the fabrics core picks the first
@@ -49,6 +56,9 @@ impl kernel::InPlaceModule for RnvmeRdma {
             },
             ib_client <- rdma::ClientRegistration::new(),
             transport <- nvme::TransportRegistration::new(module),
+            _reaper: transport::Reaper,
+            stats <- dir.read_only_file(c"stats", transport::Stats),
+            _debugfs: dir,
         })
     }
 }

@@ -90,6 +90,249 @@ impl Ctrl {
         // SAFETY: the controller is initialised (type invariant).
         to_result(unsafe { raw::nvme_delete_ctrl(self.raw()) })
     }
+
+    fn f(&self) -> &raw::nvme_ctrl {
+        // SAFETY: the controller is initialised (type invariant). Fields read through this are
+        // written by the core during (re)connection, which the transport serialises with its
+        // own reads (setup runs in one thread at a time).
+        unsafe { &*self.raw() }
+    }
+
+    /// The controller's instance number (`nvmeN`).
+    pub(crate) fn instance(&self) -> i32 {
+        self.f().instance
+    }
+
+    /// The controller ID the target assigned.
+    pub(crate) fn cntlid(&self) -> u16 {
+        self.f().cntlid
+    }
+
+    /// Submission queue size (0's based).
+    pub(crate) fn sqsize(&self) -> u16 {
+        self.f().sqsize
+    }
+
+    /// Sets the submission queue size (0's based).
+    pub(crate) fn set_sqsize(&self, v: u16) {
+        // SAFETY: written only by the setup path, which the core runs in one thread at a time.
+        unsafe { (*self.raw()).sqsize = v };
+    }
+
+    /// Maximum outstanding commands the controller supports.
+    pub(crate) fn maxcmd(&self) -> u16 {
+        self.f().maxcmd
+    }
+
+    /// I/O queue command capsule size in 16-byte units.
+    pub(crate) fn ioccsz(&self) -> u32 {
+        self.f().ioccsz
+    }
+
+    /// In-capsule data offset.
+    pub(crate) fn icdoff(&self) -> u16 {
+        self.f().icdoff
+    }
+
+    /// SGL support bits (`NVME_CTRL_SGLS_*`).
+    pub(crate) fn sgls(&self) -> u32 {
+        self.f().sgls
+    }
+
+    /// Number of queues including the admin queue.
+    pub(crate) fn queue_count(&self) -> u32 {
+        self.f().queue_count
+    }
+
+    /// Sets the number of queues including the admin queue.
+    pub(crate) fn set_queue_count(&self, n: u32) {
+        // SAFETY: written only by the setup path (see `set_sqsize`).
+        unsafe { (*self.raw()).queue_count = n };
+    }
+
+    /// Sets the transfer limits derived from the RDMA device.
+    pub(crate) fn set_limits(&self, max_segments: u32, max_hw_sectors: u32) {
+        // SAFETY: written only by the setup path before the limits are used for queues.
+        unsafe {
+            (*self.raw()).max_segments = max_segments;
+            (*self.raw()).max_hw_sectors = max_hw_sectors;
+            (*self.raw()).max_integrity_segments = 0;
+        }
+    }
+
+    /// Sets the NUMA node of the controller's memory.
+    pub(crate) fn set_numa_node(&self, node: i32) {
+        // SAFETY: written only by the setup path.
+        unsafe { (*self.raw()).numa_node = node };
+    }
+
+    /// The connect options.
+    pub(crate) fn opts(&self) -> &Options {
+        // SAFETY: `opts` is set at creation and stays valid until `free_ctrl`.
+        unsafe { &*self.f().opts.cast::<Options>() }
+    }
+
+    /// Completes an asynchronous event (the AER's completion).
+    pub(crate) fn complete_async_event(&self, status_le: u16, result_le: u64) {
+        // SAFETY: an all-zero result union is valid; the 64-bit member is set below.
+        let mut r: raw::nvme_completion_nvme_result = unsafe { core::mem::zeroed() };
+        r.u64_ = core::mem::ManuallyDrop::new(result_le);
+        // SAFETY: the controller is initialised; `r` is valid for the call.
+        unsafe { raw::nvme_complete_async_event(self.raw(), status_le, &mut r) };
+    }
+}
+
+macro_rules! ctrl_calls {
+    ($($(#[$m:meta])* $name:ident => $f:ident;)*) => {
+        impl Ctrl {
+            $(
+                $(#[$m])*
+                pub(crate) fn $name(&self) {
+                    // SAFETY: the controller is initialised (type invariant); the core
+                    // function only needs that.
+                    unsafe { raw::$f(self.raw()) };
+                }
+            )*
+        }
+    };
+}
+
+ctrl_calls! {
+    /// `nvme_start_ctrl`.
+    start => nvme_start_ctrl;
+    /// `nvme_stop_ctrl`.
+    stop => nvme_stop_ctrl;
+    /// `nvme_quiesce_admin_queue`.
+    quiesce_admin => nvme_quiesce_admin_queue;
+    /// `nvme_unquiesce_admin_queue`.
+    unquiesce_admin => nvme_unquiesce_admin_queue;
+    /// `nvme_quiesce_io_queues`.
+    quiesce_io => nvme_quiesce_io_queues;
+    /// `nvme_unquiesce_io_queues`.
+    unquiesce_io => nvme_unquiesce_io_queues;
+    /// `nvme_sync_io_queues`.
+    sync_io => nvme_sync_io_queues;
+    /// `nvme_cancel_tagset`: completes every in-flight I/O request as cancelled.
+    cancel_io => nvme_cancel_tagset;
+    /// `nvme_cancel_admin_tagset`.
+    cancel_admin => nvme_cancel_admin_tagset;
+    /// `nvme_stop_keep_alive`.
+    stop_keep_alive => nvme_stop_keep_alive;
+    /// `nvme_uninit_ctrl`.
+    uninit => nvme_uninit_ctrl;
+    /// `nvme_start_freeze`.
+    start_freeze => nvme_start_freeze;
+    /// `nvme_unfreeze`.
+    unfreeze => nvme_unfreeze;
+}
+
+macro_rules! ctrl_calls_result {
+    ($($(#[$m:meta])* $name:ident => $f:ident;)*) => {
+        impl Ctrl {
+            $(
+                $(#[$m])*
+                pub(crate) fn $name(&self) -> Result {
+                    // SAFETY: the controller is initialised (type invariant).
+                    to_result(unsafe { raw::$f(self.raw()) })
+                }
+            )*
+        }
+    };
+}
+
+ctrl_calls_result! {
+    /// `nvme_add_ctrl`: makes the controller visible (character device).
+    add => nvme_add_ctrl;
+    /// `nvme_enable_ctrl`.
+    enable => nvme_enable_ctrl;
+    /// `nvmf_connect_admin_queue`: the Fabrics Connect command on the admin queue.
+    connect_admin_queue => nvmf_connect_admin_queue;
+}
+
+/// Maps an NVMe status (positive) to an errno, as the C transports do for setup failures.
+fn nvme_result(r: i32) -> Result {
+    if r > 0 {
+        Err(EIO)
+    } else {
+        to_result(r)
+    }
+}
+
+impl Ctrl {
+    /// `nvme_init_ctrl_finish`: identify and the core's controller setup.
+    pub(crate) fn init_finish(&self) -> Result {
+        // SAFETY: the controller is initialised; the admin queue is live.
+        nvme_result(unsafe { raw::nvme_init_ctrl_finish(self.raw(), false) })
+    }
+
+    /// `nvme_disable_ctrl`.
+    pub(crate) fn disable(&self, shutdown: bool) {
+        // SAFETY: the controller is initialised (type invariant).
+        unsafe { raw::nvme_disable_ctrl(self.raw(), shutdown) };
+    }
+
+    /// `nvmf_connect_io_queue`.
+    pub(crate) fn connect_io_queue(&self, qid: u16) -> Result {
+        // SAFETY: the controller is initialised (type invariant).
+        nvme_result(unsafe { raw::nvmf_connect_io_queue(self.raw(), qid) })
+    }
+
+    /// Negotiates the number of I/O queues (`nvme_set_queue_count`); returns how many the
+    /// controller granted.
+    pub(crate) fn negotiate_queue_count(&self, want: u32) -> Result<u32> {
+        let mut n = want as i32;
+        // SAFETY: the controller is initialised; `n` is valid for the call.
+        nvme_result(unsafe { raw::nvme_set_queue_count(self.raw(), &mut n) })?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Waits (bounded by the core's timeout) for queues to freeze; false on timeout.
+    pub(crate) fn wait_freeze_timeout(&self) -> bool {
+        // SAFETY: the controller is initialised (type invariant).
+        unsafe { raw::nvme_wait_freeze_timeout(self.raw()) != 0 }
+    }
+
+    /// `blk_sync_queue` on the admin request queue.
+    pub(crate) fn sync_admin(&self) {
+        let q = self.f().admin_q;
+        if !q.is_null() {
+            // SAFETY: the admin queue lives as long as the admin tag set.
+            unsafe { raw::blk_sync_queue(q) };
+        }
+    }
+
+    /// Whether the connection should be retried after `status` (`nvmf_should_reconnect`).
+    pub(crate) fn should_reconnect(&self, status: i32) -> bool {
+        // SAFETY: the controller is initialised (type invariant).
+        unsafe { raw::nvmf_should_reconnect(self.raw(), status) }
+    }
+
+    /// Counts a reconnect attempt; returns the count.
+    pub(crate) fn inc_reconnects(&self) -> i32 {
+        // SAFETY: only the transport's (serialised) reconnect path writes it.
+        unsafe {
+            (*self.raw()).nr_reconnects += 1;
+            (*self.raw()).nr_reconnects
+        }
+    }
+
+    /// Resets the reconnect count after success.
+    pub(crate) fn reset_reconnects(&self) {
+        // SAFETY: as for `inc_reconnects`.
+        unsafe { (*self.raw()).nr_reconnects = 0 };
+    }
+
+    /// Waits for the core's asynchronous event work.
+    pub(crate) fn flush_async_event_work(&self) {
+        // SAFETY: the work item is part of the initialised controller.
+        unsafe { raw::flush_work(&raw mut (*self.raw()).async_event_work) };
+    }
+
+    /// Whether a new connect request `opts` targets the same association as this controller.
+    pub(crate) fn matches(&self, opts: &Options) -> bool {
+        // SAFETY: both are valid for the call.
+        unsafe { raw::nvmf_ip_options_match(self.raw(), opts.as_raw()) }
+    }
 }
 
 /// Transport callbacks of a controller (`struct nvme_ctrl_ops` plus the reset work).
@@ -105,6 +348,12 @@ pub(crate) trait CtrlOps: Sized + Send + Sync + 'static {
     fn stop_ctrl(ctrl: &Controller<Self>);
     /// Reset the controller (`ctrl->reset_work`, queued by the core).
     fn reset_work(ctrl: &Controller<Self>);
+    /// Error recovery (queued by [`Controller::queue_err_work`]).
+    fn err_work(ctrl: &Controller<Self>);
+    /// A reconnect attempt (queued by [`Controller::queue_reconnect`]).
+    fn reconnect_work(ctrl: &Controller<Self>);
+    /// The SEND of an asynchronous event request completed.
+    fn aen_send_done(ctrl: &Controller<Self>, wc: &crate::rdma::qp::Wc);
 }
 
 /// A controller: the core's `struct nvme_ctrl` and the transport's state `T`.
@@ -122,6 +371,14 @@ pub(crate) struct Controller<T: CtrlOps> {
     admin_tag_set: Opaque<raw::blk_mq_tag_set>,
     #[pin]
     tag_set: Opaque<raw::blk_mq_tag_set>,
+    #[pin]
+    err_work: Opaque<raw::work_struct>,
+    #[pin]
+    reconnect_work: Opaque<raw::delayed_work>,
+    /// Completion entry of the asynchronous event request's SEND.
+    aen_cqe: crate::rdma::qp::Cqe,
+    /// Whether `free_ctrl` frees the options (set when creation succeeded).
+    owns_opts: core::sync::atomic::AtomicBool,
     #[pin]
     data: T,
 }
@@ -190,6 +447,14 @@ unsafe fn controller<'a, T: CtrlOps>(p: *mut raw::nvme_ctrl) -> &'a Controller<T
 ///
 /// Called by the core with the controller of a `Controller<T>` whose last reference went away.
 unsafe extern "C" fn free_ctrl_cb<T: CtrlOps>(p: *mut raw::nvme_ctrl) {
+    // SAFETY: `p` is one of our controllers; `owns_opts` is only set once creation succeeded,
+    // after which the fabrics core no longer frees the options.
+    unsafe {
+        let c = controller::<T>(p);
+        if c.owns_opts.load(core::sync::atomic::Ordering::Acquire) {
+            raw::nvmf_free_options((*p).opts);
+        }
+    }
     // SAFETY: the object was leaked by `Controller::new` as a pinned box and this is the final
     // release (type invariant), so ownership returns to us exactly once.
     drop(unsafe { Pin::new_unchecked(KBox::from_raw(p.cast::<Controller<T>>())) });
@@ -232,6 +497,40 @@ unsafe extern "C" fn reset_work_cb<T: CtrlOps>(w: *mut raw::work_struct) {
 
 /// # Safety
 ///
+/// Called by the workqueue with the `err_work` of a live controller of ours.
+unsafe extern "C" fn err_work_cb<T: CtrlOps>(w: *mut raw::work_struct) {
+    let off = core::mem::offset_of!(Controller<T>, err_work);
+    // SAFETY: `w` is the `err_work` field of a `Controller<T>`, which outlives the work (the
+    // transport flushes it in `stop_ctrl`, before the controller can be freed).
+    T::err_work(unsafe { &*w.cast::<u8>().sub(off).cast::<Controller<T>>() });
+}
+
+/// # Safety
+///
+/// Called by the workqueue with the work of the `reconnect_work` of a live controller of ours.
+unsafe extern "C" fn reconnect_work_cb<T: CtrlOps>(w: *mut raw::work_struct) {
+    // `work` is the first field of `struct delayed_work`.
+    let off = core::mem::offset_of!(Controller<T>, reconnect_work);
+    // SAFETY: as for `err_work_cb` (the transport cancels it in `stop_ctrl`).
+    T::reconnect_work(unsafe { &*w.cast::<u8>().sub(off).cast::<Controller<T>>() });
+}
+
+/// # Safety
+///
+/// Called by ib_core for a completion of a controller's `aen_cqe`.
+unsafe extern "C" fn aen_done_cb<T: CtrlOps>(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
+    let off = core::mem::offset_of!(Controller<T>, aen_cqe);
+    // SAFETY: the entry is the `aen_cqe` of a live controller (the admin queue that posted it is
+    // drained before the controller goes away); `wc` is valid during the callback.
+    unsafe {
+        let cqe = *(*wc).__bindgen_anon_1.wr_cqe;
+        let c = &*cqe.cast::<u8>().sub(off).cast::<Controller<T>>();
+        T::aen_send_done(c, &*wc.cast::<crate::rdma::qp::Wc>());
+    }
+}
+
+/// # Safety
+///
 /// Any controller pointer (unused).
 unsafe extern "C" fn get_virt_boundary_cb(_p: *mut raw::nvme_ctrl, _admin: bool) -> usize {
     // Fast-registration MRs are page lists of NVME_CTRL_PAGE_SIZE pages (as the C driver).
@@ -256,10 +555,23 @@ impl<T: CtrlOps> Controller<T> {
                 // The tag sets are initialised by `nvme_alloc_*_tag_set`.
                 admin_tag_set: Opaque::uninit(),
                 tag_set: Opaque::uninit(),
+                // SAFETY: a zeroed work item is initialised by `rnvme_init_*work` below.
+                err_work <- Opaque::ffi_init(|p: *mut raw::work_struct| unsafe {
+                    raw::rnvme_init_work(p, Some(err_work_cb::<T>))
+                }),
+                // SAFETY: as above.
+                reconnect_work <- Opaque::ffi_init(|p: *mut raw::delayed_work| unsafe {
+                    raw::rnvme_init_delayed_work(p, Some(reconnect_work_cb::<T>))
+                }),
+                aen_cqe: crate::rdma::qp::Cqe::new(),
+                owns_opts: core::sync::atomic::AtomicBool::new(false),
                 data <- data,
             }),
             GFP_KERNEL,
         )?;
+        // SAFETY: no work request uses the entry yet; the callback finds the controller from
+        // the entry's offset.
+        unsafe { this.aen_cqe.set_done(Some(aen_done_cb::<T>)) };
         let p = this.nctrl.get();
         // SAFETY: `p` is a zeroed, pinned nvme_ctrl not yet shared with anybody.
         unsafe {
@@ -279,6 +591,77 @@ impl<T: CtrlOps> Controller<T> {
         let raw_box = KBox::into_raw(unsafe { Pin::into_inner_unchecked(this) });
         // SAFETY: `nvme_init_ctrl` left one reference, which we hand to the `ARef`.
         Ok(unsafe { ARef::from_raw(core::ptr::NonNull::new_unchecked(raw_box)) })
+    }
+
+    /// Queues the error recovery work on the core's reset workqueue; false if already queued.
+    pub(crate) fn queue_err_work(&self) -> bool {
+        // SAFETY: the work item was initialised at creation and lives as long as `self`.
+        unsafe { raw::rnvme_queue_reset_work(self.err_work.get()) }
+    }
+
+    /// Waits for a queued or running error recovery to finish.
+    pub(crate) fn flush_err_work(&self) {
+        // SAFETY: as for `queue_err_work`.
+        unsafe { raw::flush_work(self.err_work.get()) };
+    }
+
+    /// Queues a reconnect attempt in `delay_secs` seconds on the core's workqueue.
+    pub(crate) fn queue_reconnect(&self, delay_secs: u32) -> bool {
+        // SAFETY: as for `queue_err_work`.
+        unsafe {
+            raw::rnvme_queue_nvme_delayed_work(self.reconnect_work.get(), delay_secs as usize)
+        }
+    }
+
+    /// Cancels a pending reconnect attempt and waits for a running one.
+    pub(crate) fn cancel_reconnect_sync(&self) {
+        // SAFETY: as for `queue_err_work`.
+        unsafe { raw::cancel_delayed_work_sync(self.reconnect_work.get()) };
+    }
+
+    /// Completion entry of the asynchronous event request's SEND.
+    pub(crate) fn aen_cqe(&self) -> &crate::rdma::qp::Cqe {
+        &self.aen_cqe
+    }
+
+    /// Hands the options to the controller: from now on `free_ctrl` frees them. Call once
+    /// creation succeeded (the fabrics core frees them when `create_ctrl` fails).
+    pub(crate) fn take_opts(&self) {
+        self.owns_opts
+            .store(true, core::sync::atomic::Ordering::Release);
+    }
+
+    /// Looks up the in-flight request of `command_id` on queue `qid` (0: admin); `None` if the
+    /// tag is out of range, not started, or the command's generation does not match.
+    pub(crate) fn find_rq<M: MqOps<Ctrl = T>>(
+        &self,
+        qid: u16,
+        command_id: u16,
+    ) -> Option<&super::mq::Request<M>> {
+        let (set, idx) = if qid == 0 {
+            (self.admin_tag_set.get(), 0)
+        } else {
+            (self.tag_set.get(), u32::from(qid) - 1)
+        };
+        // SAFETY: the tag sets are allocated while queues that deliver completions exist (the
+        // transport removes them only after the queues are gone); `nr_hw_queues` bounds `idx`.
+        let rq = unsafe {
+            if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
+                return None;
+            }
+            let tags = raw::rnvme_tagset_tags(set, idx);
+            if tags.is_null() {
+                return None;
+            }
+            raw::rnvme_nvme_find_rq(tags, command_id)
+        };
+        if rq.is_null() {
+            None
+        } else {
+            // SAFETY: a request of our tag set `M` (the caller names the ops of its tag sets),
+            // valid while in flight.
+            Some(unsafe { super::mq::Request::from_raw_pub(rq) })
+        }
     }
 
     /// Converts into the core's view, keeping the reference.
@@ -337,6 +720,12 @@ impl<T: CtrlOps> Controller<T> {
                 Pdu::<M::Data>::cmd_size(extra),
             )
         })
+    }
+
+    /// The number of hardware queues of the I/O tag set.
+    pub(crate) fn io_nr_hw_queues(&self) -> u32 {
+        // SAFETY: read after `alloc_io_tag_set` succeeded (the transport tracks that).
+        unsafe { (*self.tag_set.get()).nr_hw_queues }
     }
 
     /// Frees the I/O tag set.

@@ -95,6 +95,68 @@ impl Options {
         unsafe { self.opt_str(self.raw().host_traddr) }
     }
 
+    /// Writes the default `trsvcid` into the options if none was given (as the C driver does:
+    /// the core reads it back for sysfs `address` and duplicate matching).
+    pub(crate) fn default_trsvcid(&self, dflt: &CStr) -> Result {
+        let mut err = 0;
+        // SAFETY: during `create_ctrl` the transport may edit the options it was handed;
+        // `dflt` is NUL-terminated; the duplicate is freed with the options.
+        unsafe {
+            raw::rnvme_ctrl_set_opts_trsvcid_default(self.as_raw(), dflt.as_char_ptr(), &mut err)
+        };
+        to_result(err)
+    }
+
+    /// The number of I/O queues asked for (`nvmf_nr_io_queues`: default, write and poll).
+    pub(crate) fn nr_io_queues(&self) -> u32 {
+        // SAFETY: the options are valid (type invariant).
+        unsafe { raw::rnvme_nvmf_nr_io_queues(self.as_raw()) }
+    }
+
+    /// Distributes `nr` I/O queues over the default, read and poll maps (`nvmf_set_io_queues`).
+    pub(crate) fn set_io_queues(&self, nr: u32) -> [u32; 3] {
+        let mut q = [0u32; 3];
+        // SAFETY: the options are valid; `q` has HCTX_MAX_TYPES entries.
+        unsafe { raw::nvmf_set_io_queues(self.as_raw(), nr, q.as_mut_ptr()) };
+        q
+    }
+
+    /// `queue_size=`.
+    pub(crate) fn queue_size(&self) -> u32 {
+        self.raw().queue_size as u32
+    }
+
+    /// `nr_io_queues=` + `nr_write_queues=` + `nr_poll_queues=`.
+    pub(crate) fn total_queues(&self) -> u32 {
+        let r = self.raw();
+        r.nr_io_queues + r.nr_write_queues + r.nr_poll_queues
+    }
+
+    /// `nr_poll_queues=`.
+    pub(crate) fn nr_poll_queues(&self) -> u32 {
+        self.raw().nr_poll_queues
+    }
+
+    /// `tos=` (negative: not set).
+    pub(crate) fn tos(&self) -> i32 {
+        self.raw().tos
+    }
+
+    /// `duplicate_connect`.
+    pub(crate) fn duplicate_connect(&self) -> bool {
+        self.raw().duplicate_connect
+    }
+
+    /// `reconnect_delay=` in seconds.
+    pub(crate) fn reconnect_delay(&self) -> u32 {
+        self.raw().reconnect_delay
+    }
+
+    /// `max_reconnects` derived from `ctrl_loss_tmo` (-1: forever).
+    pub(crate) fn max_reconnects(&self) -> i32 {
+        self.raw().max_reconnects
+    }
+
     /// The subsystem NQN (`nqn=`, always present).
     pub(crate) fn subsysnqn(&self) -> Option<&CStr> {
         // SAFETY: by the type invariant string fields are NUL-terminated or null.
@@ -138,6 +200,79 @@ unsafe impl AlwaysRefCounted for Ctrl {
     unsafe fn dec_ref(obj: core::ptr::NonNull<Self>) {
         // SAFETY: the caller gives up one reference it owned.
         unsafe { raw::rnvme_nvme_put_ctrl(obj.cast::<raw::nvme_ctrl>().as_ptr()) };
+    }
+}
+
+/// The transport's live controllers (the C driver's `nvme_rdma_ctrl_list`).
+pub(crate) type CtrlList = KVec<ARef<ctrl::Controller<crate::transport::RdmaCtrl>>>;
+/// The transport's per-device contexts (the C driver's `device_list`).
+pub(crate) type DeviceList = KVec<crate::transport::DevEntry>;
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_globals` initialises it during module init, before any use.
+    pub(crate) unsafe(uninit) static CTRLS: Mutex<CtrlList> = KVec::new();
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `init_globals` initialises it during module init, before any use.
+    pub(crate) unsafe(uninit) static DEVICES: Mutex<DeviceList> = KVec::new();
+}
+
+/// Initialises the module's global locks; call once, first thing in module init.
+pub(crate) fn init_globals() {
+    static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    if DONE.swap(true, core::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    // SAFETY: called once (guarded above), before any other use of the locks.
+    unsafe {
+        CTRLS.init();
+        DEVICES.init();
+    }
+}
+
+/// Waits until every queued controller deletion has finished (`flush_workqueue(nvme_delete_wq)`).
+pub(crate) fn flush_delete_wq() {
+    // SAFETY: the workqueue is created by nvme-core, which this module depends on.
+    unsafe { raw::rnvme_flush_nvme_delete_wq() };
+}
+
+/// A cell whose value is used by one party at a time, from any context (process, softirq):
+/// [`TryCell::try_with`] never waits, it fails if the value is in use. For per-request state that
+/// blk-mq already hands to one owner at a time: a failure reveals a protocol breach (for example a
+/// target completing a command that is still being submitted) instead of a data race.
+pub(crate) struct TryCell<T> {
+    busy: core::sync::atomic::AtomicBool,
+    v: core::cell::UnsafeCell<T>,
+}
+
+// SAFETY: access to `v` is exclusive (guarded by `busy`), so sharing needs only `T: Send`.
+unsafe impl<T: Send> Sync for TryCell<T> {}
+
+impl<T> TryCell<T> {
+    /// A free cell holding `v`.
+    pub(crate) const fn new(v: T) -> Self {
+        Self {
+            busy: core::sync::atomic::AtomicBool::new(false),
+            v: core::cell::UnsafeCell::new(v),
+        }
+    }
+
+    /// Runs `f` on the value unless somebody else is using it.
+    pub(crate) fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        use core::sync::atomic::Ordering;
+        if self
+            .busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return None;
+        }
+        // SAFETY: `busy` was false and is now ours: nobody else holds a reference to the value
+        // until we clear it below.
+        let r = f(unsafe { &mut *self.v.get() });
+        self.busy.store(false, Ordering::Release);
+        Some(r)
     }
 }
 

@@ -9,8 +9,12 @@
 
 use super::ctrl::{Controller, CtrlOps};
 use crate::bindings::raw;
+use crate::rdma::{
+    qp::{Cqe, Wc},
+    Device,
+};
 use core::marker::PhantomData;
-use kernel::{prelude::*, types::Opaque};
+use kernel::{error::to_result, prelude::*, types::Opaque};
 
 /// blk-mq request completion status (`blk_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,6 +51,10 @@ pub(crate) struct Pdu<D> {
     nreq: Opaque<raw::nvme_request>,
     /// The submission queue entry the core builds the command in (`nvme_req(rq)->cmd`).
     cmd: Opaque<raw::nvme_command>,
+    /// Completion entries of the request's SEND, memory registration and local invalidation.
+    send_cqe: Cqe,
+    reg_cqe: Cqe,
+    inv_cqe: Cqe,
     data: D,
 }
 
@@ -90,6 +98,15 @@ pub(crate) trait MqOps: Sized + Send + Sync + 'static {
     /// A request timed out.
     fn timeout(rq: &Request<Self>) -> TimeoutAction;
 
+    /// The SEND of the request's command completed (successfully or not).
+    fn send_done(rq: &Request<Self>, wc: &Wc);
+
+    /// The memory registration posted before the SEND failed (it is unsignalled otherwise).
+    fn reg_done(rq: &Request<Self>, wc: &Wc);
+
+    /// The local invalidation of the request's MR completed.
+    fn inv_done(rq: &Request<Self>, wc: &Wc);
+
     /// Polls a poll queue; returns the number of completions.
     fn poll(queue: &Self::Queue) -> i32;
 
@@ -115,6 +132,14 @@ impl<M: MqOps> Request<M> {
     unsafe fn from_raw<'a>(rq: *mut raw::request) -> &'a Self {
         // SAFETY: repr(transparent); validity is the caller's guarantee.
         unsafe { &*rq.cast::<Self>() }
+    }
+
+    /// # Safety
+    ///
+    /// As for `from_raw`: `rq` is a live request of a tag set with `M`'s ops.
+    pub(super) unsafe fn from_raw_pub<'a>(rq: *mut raw::request) -> &'a Self {
+        // SAFETY: forwarded to the caller.
+        unsafe { Self::from_raw(rq) }
     }
 
     pub(crate) fn as_raw(&self) -> *mut raw::request {
@@ -160,6 +185,232 @@ impl<M: MqOps> Request<M> {
     pub(crate) fn complete_local(&self) {
         // SAFETY: the request is being completed by its owner (type invariant).
         unsafe { raw::nvme_complete_rq(self.as_raw()) };
+    }
+
+    /// The controller the request belongs to.
+    pub(crate) fn ctrl(&self) -> &Controller<M::Ctrl> {
+        // SAFETY: `init_request_cb` set `nreq.ctrl` to the `nvme_ctrl` of the
+        // `Controller<M::Ctrl>` owning the tag set, which outlives its requests.
+        unsafe { Controller::from_raw((*self.nreq()).ctrl) }
+    }
+
+    /// The first bytes of the command: opcode.
+    pub(crate) fn opcode(&self) -> u8 {
+        self.with_cmd(|c| c[0])
+    }
+
+    /// Completes a timed-out request as aborted (`nvmf_complete_timed_out_request`).
+    pub(crate) fn complete_timed_out(&self) {
+        // SAFETY: blk-mq handed the timed-out request to the transport's timeout handler.
+        unsafe { raw::rnvme_nvmf_complete_timed_out_request(self.as_raw()) };
+    }
+
+    /// Completion entry of the command's SEND.
+    pub(crate) fn send_cqe(&self) -> &Cqe {
+        // SAFETY: the PDU is valid for the request's life (type invariant); the entries were
+        // armed by `init_request_cb`.
+        unsafe { &(*self.pdu()).send_cqe }
+    }
+
+    /// Completion entry of the memory registration.
+    pub(crate) fn reg_cqe(&self) -> &Cqe {
+        // SAFETY: as for `send_cqe`.
+        unsafe { &(*self.pdu()).reg_cqe }
+    }
+
+    /// Completion entry of the local invalidation.
+    pub(crate) fn inv_cqe(&self) -> &Cqe {
+        // SAFETY: as for `send_cqe`.
+        unsafe { &(*self.pdu()).inv_cqe }
+    }
+
+    /// Whether blk-mq may hand the request to a queue in its current state (`nvme_check_ready`).
+    pub(crate) fn check_ready(&self, queue_live: bool) -> bool {
+        // SAFETY: the request is valid and its `nvme_request` was set up by `init_request_cb`.
+        unsafe { raw::rnvme_nvme_check_ready((*self.nreq()).ctrl, self.as_raw(), queue_live) }
+    }
+
+    /// Fails (or requeues) a request that is not ready (`nvme_fail_nonready_command`).
+    pub(crate) fn fail_nonready(&self) -> BlkStatus {
+        // SAFETY: as for `check_ready`.
+        BlkStatus(unsafe { raw::nvme_fail_nonready_command((*self.nreq()).ctrl, self.as_raw()) })
+    }
+
+    fn nreq(&self) -> *mut raw::nvme_request {
+        // SAFETY: the PDU is valid (type invariant); `nreq` is its first field.
+        unsafe { (*self.pdu()).nreq.get() }
+    }
+
+    /// Builds the NVMe command for the request (`nvme_setup_cmd`).
+    pub(crate) fn setup_cmd(&self) -> BlkStatus {
+        // SAFETY: the request was handed to `queue_rq` (type invariant); its queue's
+        // `queuedata` is the namespace (or null for the admin queues), as nvme_setup_cmd expects.
+        BlkStatus(unsafe { raw::rnvme_nvme_setup_cmd(self.as_raw()) })
+    }
+
+    /// Releases what `setup_cmd` allocated (`nvme_cleanup_cmd`), on a submission failure.
+    pub(crate) fn cleanup_cmd(&self) {
+        // SAFETY: the command was set up by `setup_cmd`.
+        unsafe { raw::nvme_cleanup_cmd(self.as_raw()) };
+    }
+
+    /// Completes a request that could not be sent with a host path error.
+    pub(crate) fn host_path_error(&self) -> BlkStatus {
+        // SAFETY: the request is owned by the caller (queue_rq).
+        BlkStatus(unsafe { raw::nvme_host_path_error(self.as_raw()) })
+    }
+
+    /// Reads or edits the 64-byte submission queue entry. Only the request's owner (the
+    /// transport between `queue_rq` and the post of the SEND) may call this.
+    pub(crate) fn with_cmd<R>(&self, f: impl FnOnce(&mut [u8; 64]) -> R) -> R {
+        const _: () = assert!(core::mem::size_of::<raw::nvme_command>() == 64);
+        // SAFETY: the command lives in the PDU (type invariant) and is 64 bytes of plain data;
+        // blk-mq hands a started request to one owner at a time.
+        let cmd = unsafe { &mut *(*self.pdu()).cmd.get().cast::<[u8; 64]>() };
+        f(cmd)
+    }
+
+    /// DMA-maps the submission queue entry for `dev`; undone by [`Request::unmap_cmd`].
+    pub(crate) fn map_cmd(&self, dev: &Device) -> Result<u64> {
+        // SAFETY: the command buffer lives in the PDU, which does not move while the tag set
+        // lives; 64 bytes are mapped to the device.
+        let dma = unsafe {
+            raw::rnvme_ib_dma_map_single(
+                dev.as_raw(),
+                (*self.pdu()).cmd.get().cast(),
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+        // SAFETY: `dma` was returned by the mapping call on this device.
+        if unsafe { raw::rnvme_ib_dma_mapping_error(dev.as_raw(), dma) } != 0 {
+            return Err(ENOMEM);
+        }
+        Ok(dma)
+    }
+
+    /// Hands the mapped command to the device after the CPU wrote it.
+    pub(crate) fn sync_cmd_for_device(&self, dev: &Device, dma: u64) {
+        // SAFETY: `dma` maps this request's command on `dev` (from `map_cmd`).
+        unsafe {
+            raw::rnvme_ib_dma_sync_single_for_device(
+                dev.as_raw(),
+                dma,
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+    }
+
+    /// Unmaps the command mapped by [`Request::map_cmd`].
+    pub(crate) fn unmap_cmd(&self, dev: &Device, dma: u64) {
+        // SAFETY: `dma` maps this request's command on `dev` and the device is done with it.
+        unsafe {
+            raw::rnvme_ib_dma_unmap_single(
+                dev.as_raw(),
+                dma,
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+    }
+
+    /// The number of physical data segments (0: no data).
+    pub(crate) fn nr_phys_segments(&self) -> u16 {
+        // SAFETY: the request is valid (type invariant).
+        unsafe { raw::rnvme_blk_rq_nr_phys_segments(self.as_raw()) }
+    }
+
+    /// Payload bytes of the request.
+    pub(crate) fn payload_bytes(&self) -> u32 {
+        // SAFETY: the request is valid (type invariant).
+        unsafe { raw::rnvme_blk_rq_payload_bytes(self.as_raw()) }
+    }
+
+    /// Whether data moves from the host to the controller.
+    pub(crate) fn is_write(&self) -> bool {
+        // SAFETY: the request is valid (type invariant).
+        unsafe { raw::rnvme_rq_is_write(self.as_raw()) }
+    }
+
+    /// The command identifier the core put in the command (`nvme_cid`).
+    pub(crate) fn cid(&self) -> u16 {
+        // SAFETY: the request is valid and set up (type invariant).
+        unsafe { raw::rnvme_nvme_cid(self.as_raw()) }
+    }
+
+    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`.
+    pub(crate) fn map_data(&self, dev: &Device) -> Result<MappedSg> {
+        // SAFETY: an all-zero sg_table is the empty table.
+        let mut table: raw::sg_table = unsafe { core::mem::zeroed() };
+        // SAFETY: the request is owned by the caller and has data segments; `table` is
+        // writable; `dev` is a registered device.
+        let n = unsafe { raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table) };
+        to_result(n)?;
+        // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev`.
+        Ok(MappedSg {
+            table,
+            nents: n,
+            dev: dev.as_raw(),
+        })
+    }
+
+    /// Unmaps and frees what [`Request::map_data`] mapped for this request.
+    pub(crate) fn unmap_data(&self, sg: MappedSg) {
+        let mut sg = core::mem::ManuallyDrop::new(sg);
+        // SAFETY: `sg` was mapped for this request on `sg.dev` (type invariant of `MappedSg`),
+        // which is still registered (the queue that mapped it keeps it), and the device no
+        // longer accesses the data (the request completed).
+        unsafe { raw::rnvme_unmap_rq_data(self.as_raw(), sg.dev, &mut sg.table, sg.nents) };
+    }
+}
+
+/// The DMA-mapped scatterlist of a request's data.
+///
+/// # Invariants
+///
+/// `table` is allocated and mapped on `dev` with `nents` DMA entries; it must be given back to
+/// [`Request::unmap_data`] of the same request (dropping it leaks the mapping, with a warning).
+pub(crate) struct MappedSg {
+    table: raw::sg_table,
+    nents: i32,
+    dev: *mut raw::ib_device,
+}
+
+// SAFETY: the table is plain memory owned by this object.
+unsafe impl Send for MappedSg {}
+// SAFETY: `&MappedSg` only reads.
+unsafe impl Sync for MappedSg {}
+
+impl MappedSg {
+    /// The number of DMA entries.
+    pub(crate) fn nents(&self) -> i32 {
+        self.nents
+    }
+
+    /// The DMA entries as (bus address, length).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let mut sg = self.table.sgl;
+        (0..self.nents).map(move |_| {
+            // SAFETY: the table holds `nents` mapped entries (type invariant); `sg_next` walks
+            // the chain of the allocated table.
+            unsafe {
+                let e = (raw::rnvme_sg_dma_address(sg), raw::rnvme_sg_dma_len(sg));
+                sg = raw::sg_next(sg);
+                e
+            }
+        })
+    }
+
+    /// Maps the entries onto `mr` for a fast registration.
+    pub(crate) fn register(&self, mr: &mut crate::rdma::qp::Mr) -> Result {
+        mr.map(self.table.sgl, self.nents)
+    }
+}
+
+impl Drop for MappedSg {
+    fn drop(&mut self) {
+        kernel::pr_warn!("rnvme_rdma: a data mapping was dropped without being unmapped\n");
     }
 }
 
@@ -239,11 +490,63 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
         unsafe {
             (*(*pdu).nreq.get()).ctrl = ctrl.ctrl().as_raw();
             (*(*pdu).nreq.get()).cmd = (*pdu).cmd.get();
+            (*pdu).send_cqe.set_done(Some(Self::send_done_cb));
+            (*pdu).reg_cqe.set_done(Some(Self::reg_done_cb));
+            (*pdu).inv_cqe.set_done(Some(Self::inv_done_cb));
             let init = M::init_request(ctrl, ADMIN, hctx_idx);
             match init.__init(&raw mut (*pdu).data) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             }
+        }
+    }
+
+    /// # Safety
+    ///
+    /// `cqe` is the entry at `off` in the PDU of a live request of our tag set.
+    unsafe fn rq_of_cqe<'a>(cqe: *mut raw::ib_cqe, off: usize) -> &'a Request<M> {
+        // SAFETY: per the caller the PDU starts `off` bytes before `cqe`, and blk-mq places the
+        // PDU right after `struct request` (`blk_mq_rq_to_pdu`).
+        unsafe {
+            let pdu = cqe.cast::<u8>().sub(off);
+            Request::from_raw(pdu.sub(core::mem::size_of::<raw::request>()).cast())
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core for a completion of a request's `send_cqe`.
+    unsafe extern "C" fn send_done_cb(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
+        let off = core::mem::offset_of!(Pdu<M::Data>, send_cqe);
+        // SAFETY: the entry was posted by the transport for a live request; `wc` is valid
+        // during the callback and `Wc` is repr(transparent).
+        unsafe {
+            let rq = Self::rq_of_cqe(*(*wc).__bindgen_anon_1.wr_cqe, off);
+            M::send_done(rq, &*wc.cast::<Wc>());
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core for a completion of a request's `reg_cqe`.
+    unsafe extern "C" fn reg_done_cb(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
+        let off = core::mem::offset_of!(Pdu<M::Data>, reg_cqe);
+        // SAFETY: as for `send_done_cb`.
+        unsafe {
+            let rq = Self::rq_of_cqe(*(*wc).__bindgen_anon_1.wr_cqe, off);
+            M::reg_done(rq, &*wc.cast::<Wc>());
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core for a completion of a request's `inv_cqe`.
+    unsafe extern "C" fn inv_done_cb(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
+        let off = core::mem::offset_of!(Pdu<M::Data>, inv_cqe);
+        // SAFETY: as for `send_done_cb`.
+        unsafe {
+            let rq = Self::rq_of_cqe(*(*wc).__bindgen_anon_1.wr_cqe, off);
+            M::inv_done(rq, &*wc.cast::<Wc>());
         }
     }
 

@@ -83,6 +83,22 @@ impl CmStatus {
     }
 
     /// A human-readable description, worded as the C driver's `nvme_rdma_cm_msg()`.
+    /// The status code on the wire.
+    pub(crate) fn code(&self) -> u16 {
+        match *self {
+            Self::InvalidLen => 0x01,
+            Self::InvalidRecfmt => 0x02,
+            Self::InvalidQid => 0x03,
+            Self::InvalidHsqsize => 0x04,
+            Self::InvalidHrqsize => 0x05,
+            Self::NoResources => 0x06,
+            Self::InvalidIrd => 0x07,
+            Self::InvalidOrd => 0x08,
+            Self::InvalidCntlid => 0x09,
+            Self::Unknown(c) => c,
+        }
+    }
+
     pub(crate) fn message(&self) -> &'static str {
         match self {
             Self::InvalidLen => "invalid length",

@@ -142,6 +142,15 @@ impl CmIdLocked {
         to_result(unsafe { raw::rdma_create_qp(self.raw(), pd.as_raw(), &mut init) })
     }
 
+    /// The id's QP, once [`CmIdLocked::create_qp`] succeeded.
+    pub(crate) fn qp(&self) -> Option<&Qp> {
+        // SAFETY: the id is live and its handler mutex held (type invariant); the QP is only
+        // destroyed after the id, which cannot happen during the handler.
+        let qp = unsafe { (*self.raw()).qp };
+        // SAFETY: see above.
+        (!qp.is_null()).then(|| unsafe { Qp::from_raw(qp) })
+    }
+
     /// Sends the connect request (the QP created on this id is used).
     pub(crate) fn connect(&self, p: &ConnParam<'_>) -> Result {
         let len = u8::try_from(p.private_data.len()).map_err(|_| EINVAL)?;
@@ -171,7 +180,15 @@ impl CmIdLocked {
 /// `Arc<H>` owned by this object.
 pub(crate) struct CmId<H: CmHandler> {
     ptr: NonNull<raw::rdma_cm_id>,
-    _h: PhantomData<Arc<H>>,
+    handler: Arc<H>,
+    _h: PhantomData<Arc<Ctx<H>>>,
+}
+
+/// The context of an id: its handler, and whether the owner started destroying the id (events
+/// that arrive after that are not delivered, so a handler cannot create a QP the owner missed).
+struct Ctx<H> {
+    closing: core::sync::atomic::AtomicBool,
+    h: Arc<H>,
 }
 
 // SAFETY: rdma_cm ids may be used and destroyed from any thread; `H` is Send + Sync.
@@ -182,7 +199,14 @@ unsafe impl<H: CmHandler> Sync for CmId<H> {}
 impl<H: CmHandler> CmId<H> {
     /// Creates an id in the initial network namespace (TCP port space, RC).
     pub(crate) fn new(handler: Arc<H>) -> Result<Self> {
-        let ctx = handler.into_foreign();
+        let ctx = Arc::new(
+            Ctx {
+                closing: core::sync::atomic::AtomicBool::new(false),
+                h: handler.clone(),
+            },
+            GFP_KERNEL,
+        )?
+        .into_foreign();
         // SAFETY: `init_net` lives forever; the trampoline matches rdma_cm_event_handler; `ctx`
         // stays valid until `drop` reclaims it after rdma_destroy_id.
         let id = from_err_ptr(unsafe {
@@ -198,11 +222,12 @@ impl<H: CmHandler> CmId<H> {
             // INVARIANT: `p` is a live id with `ctx` as context.
             Ok(p) => Ok(Self {
                 ptr: NonNull::new(p).ok_or(ENOMEM)?,
+                handler,
                 _h: PhantomData,
             }),
             Err(e) => {
                 // SAFETY: `ctx` came from `into_foreign` above and was not handed to rdma_cm.
-                drop(unsafe { <Arc<H> as ForeignOwnable>::from_foreign(ctx) });
+                drop(unsafe { <Arc<Ctx<H>> as ForeignOwnable>::from_foreign(ctx) });
                 Err(e)
             }
         }
@@ -217,12 +242,16 @@ impl<H: CmHandler> CmId<H> {
     ) -> kernel::ffi::c_int {
         // SAFETY: the id is live during its handler and its context is our `Arc<H>`, which is
         // only reclaimed after rdma_destroy_id, which waits for running handlers.
-        let h = unsafe { <Arc<H> as ForeignOwnable>::borrow((*id).context.cast()) };
+        let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*id).context.cast()) };
+        if ctx.closing.load(core::sync::atomic::Ordering::Relaxed) {
+            // The owner is destroying the id (it set the flag under the handler mutex we hold).
+            return 0;
+        }
         // SAFETY: `CmIdLocked` is repr(transparent); the handler mutex is held.
         let locked = unsafe { &*id.cast::<CmIdLocked>() };
         // SAFETY: `ev` is valid for the duration of the handler.
         let ev = unsafe { Self::decode(id, ev) };
-        H::event(&h, locked, &ev);
+        H::event(&ctx.h, locked, &ev);
         // Never ask rdma_cm to destroy the id: its owner does that.
         0
     }
@@ -272,6 +301,11 @@ impl<H: CmHandler> CmId<H> {
         self.ptr.as_ptr()
     }
 
+    /// The id's event handler.
+    pub(crate) fn handler(&self) -> &Arc<H> {
+        &self.handler
+    }
+
     /// Starts address resolution from `src` (any local address when `None`) to `dst`;
     /// `AddrResolved` or `AddrError` follows.
     pub(crate) fn resolve_addr(
@@ -311,19 +345,34 @@ impl<H: CmHandler> CmId<H> {
 
 impl<H: CmHandler> Drop for CmId<H> {
     fn drop(&mut self) {
-        // SAFETY: the id is live (type invariant); rdma_destroy_id waits for a running handler
-        // and no handler runs afterwards.
-        let (ctx, qp) = unsafe { ((*self.raw()).context, (*self.raw()).qp) };
-        // SAFETY: as above; this is the only owner, so the id is destroyed exactly once.
+        // SAFETY: the id is live (type invariant). Under the handler mutex: stop event delivery
+        // and read the QP, which no handler can create afterwards.
+        let (ctx, qp) = unsafe {
+            raw::rdma_lock_handler(self.raw());
+            let ctx = (*self.raw()).context;
+            // SAFETY (borrow): the context is our `Arc<Ctx<H>>` until it is reclaimed below.
+            <Arc<Ctx<H>> as ForeignOwnable>::borrow(ctx.cast())
+                .closing
+                .store(true, core::sync::atomic::Ordering::Relaxed);
+            let qp = (*self.raw()).qp;
+            raw::rdma_unlock_handler(self.raw());
+            (ctx, qp)
+        };
+        // SAFETY: this is the only owner, so the id is destroyed exactly once; rdma_destroy_id
+        // waits for a running handler.
         unsafe { raw::rdma_destroy_id(self.raw()) };
         if !qp.is_null() {
-            // SAFETY: the QP was created on this id and nothing references it any more: the id
-            // is gone and `qp()` borrows ended with `self`. Destroyed with the verbs call since
-            // the id no longer exists (as the C driver does).
-            unsafe { raw::rnvme_ib_destroy_qp(qp) };
+            // SAFETY: the QP was created on this id; nothing references it any more (the id is
+            // gone, `qp()` borrows ended with `self`, and MRs taken from the pool were returned by
+            // the completed requests). The MR pool is emptied first, then the QP is destroyed with
+            // the verbs call since the id no longer exists (as the C driver does).
+            unsafe {
+                raw::ib_mr_pool_destroy(qp, &raw mut (*qp).rdma_mrs);
+                raw::rnvme_ib_destroy_qp(qp);
+            }
         }
-        // SAFETY: `ctx` is the foreign form of our `Arc<H>` (type invariant) and no handler can
-        // borrow it any more.
-        drop(unsafe { <Arc<H> as ForeignOwnable>::from_foreign(ctx.cast()) });
+        // SAFETY: `ctx` is the foreign form of our `Arc<Ctx<H>>` (type invariant) and no handler
+        // can borrow it any more.
+        drop(unsafe { <Arc<Ctx<H>> as ForeignOwnable>::from_foreign(ctx.cast()) });
     }
 }

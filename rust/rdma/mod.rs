@@ -16,6 +16,11 @@ use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 /// An IPv4 or IPv6 socket address (`struct sockaddr_storage`).
 pub(crate) struct SockAddr(raw::__kernel_sockaddr_storage);
 
+// SAFETY: a socket address is plain data (the union's pointer-typed member is never used).
+unsafe impl Send for SockAddr {}
+// SAFETY: as for `Send`; `&SockAddr` only reads.
+unsafe impl Sync for SockAddr {}
+
 impl SockAddr {
     /// Parses `addr` (IPv4, or IPv6 with an optional `%scope`) and `port` exactly as the C
     /// transports do (`inet_pton_with_scope(AF_UNSPEC)`).
@@ -39,12 +44,6 @@ impl SockAddr {
     /// A pointer to the address as a `struct sockaddr`.
     pub(crate) fn as_ptr(&self) -> *const raw::sockaddr {
         core::ptr::from_ref(&self.0).cast()
-    }
-
-    /// The address family (`AF_INET` or `AF_INET6`).
-    pub(crate) fn family(&self) -> u16 {
-        // SAFETY: every variant of the union starts with the family.
-        unsafe { core::ptr::from_ref(&self.0).cast::<u16>().read() }
     }
 }
 
@@ -85,6 +84,45 @@ impl Device {
         let mut n = DeviceName(bytes);
         n.0[NAME_MAX - 1] = 0;
         n
+    }
+
+    fn attrs(&self) -> &raw::ib_device_attr {
+        // SAFETY: the device is registered (type invariant); its attributes are set before
+        // registration and not changed afterwards.
+        unsafe { &(*self.0.get()).attrs }
+    }
+
+    /// Maximum scatter/gather entries per send work request.
+    pub(crate) fn max_send_sge(&self) -> u32 {
+        self.attrs().max_send_sge
+    }
+
+    /// Maximum pages of a fast-registration MR.
+    pub(crate) fn max_fast_reg_page_list_len(&self) -> u32 {
+        self.attrs().max_fast_reg_page_list_len
+    }
+
+    /// Maximum outstanding RDMA READs as responder.
+    pub(crate) fn max_qp_rd_atom(&self) -> u32 {
+        self.attrs().max_qp_rd_atom
+    }
+
+    /// Whether the device supports memory management extensions (fast registration).
+    pub(crate) fn has_mem_mgt_extensions(&self) -> bool {
+        self.attrs().device_cap_flags & raw::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64
+            != 0
+    }
+
+    /// Number of completion vectors.
+    pub(crate) fn num_comp_vectors(&self) -> u32 {
+        // SAFETY: the device is registered (type invariant); the field is set before.
+        (unsafe { (*self.0.get()).num_comp_vectors }).max(1) as u32
+    }
+
+    /// The NUMA node of the device.
+    pub(crate) fn numa_node(&self) -> i32 {
+        // SAFETY: the device is registered (type invariant).
+        unsafe { raw::rnvme_ibdev_to_node(self.0.get()) }
     }
 
     /// The device's node GUID (the C driver's key for per-device state).

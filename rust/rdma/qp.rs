@@ -129,6 +129,20 @@ impl Cqe {
     pub(crate) fn as_raw(&self) -> *mut raw::ib_cqe {
         self.0.get()
     }
+
+    /// Sets the completion callback.
+    ///
+    /// # Safety
+    ///
+    /// No work request referencing the entry is outstanding, and `done` is sound for every
+    /// completion of the entry.
+    pub(crate) unsafe fn set_done(
+        &self,
+        done: Option<unsafe extern "C" fn(*mut raw::ib_cq, *mut raw::ib_wc)>,
+    ) {
+        // SAFETY: the caller guarantees no concurrent reader.
+        unsafe { (*self.0.get()).done = done };
+    }
 }
 
 /// Types that embed a [`Cqe`] (distinguished by `ID` when there are several).
@@ -145,6 +159,7 @@ pub(crate) unsafe trait HasCqe<const ID: u64> {
 #[macro_export]
 macro_rules! impl_has_cqe {
     ($t:ty, $field:ident, $id:expr) => {
+        #[allow(unsafe_code)]
         // SAFETY: the offset is computed by the compiler for a field of type `Cqe`.
         unsafe impl $crate::rdma::qp::HasCqe<$id> for $t {
             const OFFSET: usize = {
@@ -196,4 +211,216 @@ pub(crate) unsafe fn post_recv(qp: &Qp, cqe: &Cqe, sge: &Sge) -> Result {
     // SAFETY: the QP is live; `wr` and `sge` are valid for the call (the provider copies them);
     // the buffer and entry lifetimes are the caller's guarantee.
     to_result(unsafe { raw::rnvme_ib_post_recv(qp.as_raw(), &wr) })
+}
+
+impl Qp {
+    /// The device the QP belongs to.
+    pub(crate) fn device(&self) -> &super::Device {
+        // SAFETY: the QP is live (type invariant) and holds its device registered.
+        unsafe { super::Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// The lkey for local DMA of memory mapped with the device's DMA API (the QP's PD's).
+    pub(crate) fn local_dma_lkey(&self) -> u32 {
+        // SAFETY: the QP is live (type invariant) and keeps its PD, whose lkey never changes.
+        unsafe { (*(*self.as_raw()).pd).local_dma_lkey }
+    }
+
+    /// Fills the QP's pool of fast-registration MRs with `nr` MRs of up to `max_pages` pages.
+    /// The pool is emptied by the owning [`super::cm::CmId`] before it destroys the QP.
+    pub(crate) fn mr_pool_init(&self, nr: u32, max_pages: u32) -> Result {
+        // SAFETY: the QP is live (type invariant); `rdma_mrs` was initialised at QP creation.
+        to_result(unsafe {
+            raw::ib_mr_pool_init(
+                self.as_raw(),
+                &raw mut (*self.as_raw()).rdma_mrs,
+                nr as i32,
+                raw::ib_mr_type_IB_MR_TYPE_MEM_REG,
+                max_pages,
+                0,
+            )
+        })
+    }
+
+    /// Takes an MR from the pool.
+    pub(crate) fn mr_get(&self) -> Option<Mr> {
+        // SAFETY: the QP is live (type invariant); the pool lock is taken inside.
+        let p = unsafe { raw::ib_mr_pool_get(self.as_raw(), &raw mut (*self.as_raw()).rdma_mrs) };
+        core::ptr::NonNull::new(p).map(Mr)
+    }
+
+    /// Returns an MR taken from this QP's pool.
+    pub(crate) fn mr_put(&self, mr: Mr) {
+        // SAFETY: the QP is live and `mr` came from its pool (callers keep an MR with the queue
+        // whose QP it came from); no work request uses it any more (its request completed).
+        unsafe {
+            raw::ib_mr_pool_put(
+                self.as_raw(),
+                &raw mut (*self.as_raw()).rdma_mrs,
+                mr.0.as_ptr(),
+            )
+        };
+    }
+
+    /// Posts an optional memory registration followed by a signalled SEND of `sges`, in one
+    /// chain. `send` and `reg` complete into their entries.
+    ///
+    /// The objects containing the entries, the memory the SGEs describe and the MR must stay
+    /// valid until the completions ran or the QP was drained: every caller posts entries of
+    /// objects owned by the queue or by blk-mq requests, which the queue teardown drains first.
+    pub(crate) fn post_send(&self, reg: Option<RegWr>, send: &Cqe, sges: &[Sge]) -> Result {
+        // SAFETY: all-zero WRs are valid.
+        let mut wr: raw::ib_send_wr = unsafe { core::mem::zeroed() };
+        wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(send.as_raw());
+        wr.sg_list = sges.as_ptr().cast_mut();
+        wr.num_sge = sges.len() as i32;
+        wr.opcode = raw::ib_wr_opcode_IB_WR_SEND;
+        wr.send_flags = raw::ib_send_flags_IB_SEND_SIGNALED;
+        // SAFETY: as above.
+        let mut rw: raw::ib_reg_wr = unsafe { core::mem::zeroed() };
+        let first: *const raw::ib_send_wr = match reg {
+            None => &wr,
+            Some(r) => {
+                rw.wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(r.cqe);
+                rw.wr.opcode = raw::ib_wr_opcode_IB_WR_REG_MR;
+                rw.wr.num_sge = 0;
+                rw.wr.send_flags = 0;
+                rw.wr.next = &mut wr;
+                rw.mr = r.mr.as_ptr();
+                rw.key = r.key;
+                rw.access = (raw::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+                    | raw::ib_access_flags_IB_ACCESS_REMOTE_READ
+                    | raw::ib_access_flags_IB_ACCESS_REMOTE_WRITE)
+                    as i32;
+                &rw.wr
+            }
+        };
+        // SAFETY: the QP is live; the chain lives on this stack frame for the call (providers
+        // copy WRs and SGE lists); the lifetime of entries, memory and MR is the caller's duty
+        // described above.
+        to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), first) })
+    }
+
+    /// Posts a signalled local invalidation of `rkey`, completing into `cqe`.
+    pub(crate) fn post_local_inv(&self, cqe: &Cqe, rkey: u32) -> Result {
+        // SAFETY: an all-zero WR is valid.
+        let mut wr: raw::ib_send_wr = unsafe { core::mem::zeroed() };
+        wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(cqe.as_raw());
+        wr.opcode = raw::ib_wr_opcode_IB_WR_LOCAL_INV;
+        wr.send_flags = raw::ib_send_flags_IB_SEND_SIGNALED;
+        wr.ex.invalidate_rkey = core::mem::ManuallyDrop::new(rkey);
+        // SAFETY: the QP is live; `wr` is valid for the call; the entry's owner outlives the
+        // completion as for `post_send`.
+        to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), &wr) })
+    }
+
+    /// Posts a receive of one buffer into `cqe`'s owner (see [`Qp::post_send`] for lifetimes).
+    pub(crate) fn post_recv(&self, cqe: &Cqe, sge: &Sge) -> Result {
+        // SAFETY: the buffer and entry stay valid until the completion or the drain (the
+        // receive rings are owned by the queue's connection, which destroys the QP first).
+        unsafe { post_recv(self, cqe, sge) }
+    }
+}
+
+/// A fast-registration memory region from a QP's pool.
+///
+/// # Invariants
+///
+/// `self.0` is an MR taken from a live QP's pool with [`Qp::mr_get`].
+pub(crate) struct Mr(core::ptr::NonNull<raw::ib_mr>);
+
+// SAFETY: an MR may be handed between threads; it is used by one owner at a time.
+unsafe impl Send for Mr {}
+// SAFETY: `&Mr` only reads fields that change through `&mut Mr`.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// The current rkey.
+    pub(crate) fn rkey(&self) -> u32 {
+        // SAFETY: the MR is valid (type invariant).
+        unsafe { (*self.0.as_ptr()).rkey }
+    }
+
+    /// The registered I/O virtual address (after [`Mr::map`]).
+    pub(crate) fn iova(&self) -> u64 {
+        // SAFETY: the MR is valid (type invariant).
+        unsafe { (*self.0.as_ptr()).iova }
+    }
+
+    /// The registered length (after [`Mr::map`]).
+    pub(crate) fn length(&self) -> u64 {
+        // SAFETY: the MR is valid (type invariant).
+        unsafe { (*self.0.as_ptr()).length }
+    }
+
+    /// Maps the DMA-mapped scatterlist onto the MR's page list (4 KiB pages) and moves the MR to
+    /// a fresh rkey. Fails if not every entry fits.
+    pub(crate) fn map(&mut self, sgl: *mut raw::scatterlist, nents: i32) -> Result {
+        // SAFETY: the MR is valid and exclusively ours (`&mut`); `sgl` is a DMA-mapped list of
+        // `nents` entries (the only caller passes a `MappedSg`'s list).
+        to_result(unsafe { raw::rnvme_ib_map_mr_sg(self.0.as_ptr(), sgl, nents) })
+    }
+
+    /// The registration work request of the MR's current mapping, completing (on error only)
+    /// into `cqe`.
+    pub(crate) fn reg_wr(&self, cqe: &Cqe) -> RegWr {
+        RegWr {
+            mr: self.0,
+            key: self.rkey(),
+            cqe: cqe.as_raw(),
+        }
+    }
+}
+
+/// An `IB_WR_REG_MR` work request prepared by [`Mr::reg_wr`] for [`Qp::post_send`].
+#[derive(Clone, Copy)]
+pub(crate) struct RegWr {
+    mr: core::ptr::NonNull<raw::ib_mr>,
+    key: u32,
+    cqe: *mut raw::ib_cqe,
+}
+
+/// A scatter/gather element describing `len` bytes at bus address `addr` under `lkey`.
+pub(crate) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
+    Sge {
+        addr,
+        length: len,
+        lkey,
+    }
+}
+
+/// The QP of a queue as the data path sees it: set once the connection is up, cleared before the
+/// QP is destroyed.
+///
+/// Readers (blk-mq submission and completion handlers) use the QP without holding a reference:
+/// the queue teardown quiesces submission, drains the QP (so no completion handler runs) and
+/// clears the cell before the owning [`super::cm::CmId`] is dropped. This is the protocol of
+/// the C driver; it is the one lifetime rule of the data path the types do not enforce.
+pub(crate) struct QpCell(core::sync::atomic::AtomicPtr<raw::ib_qp>);
+
+impl QpCell {
+    /// An empty cell.
+    pub(crate) const fn new() -> Self {
+        Self(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Publishes `qp` (owned by a `CmId` the caller keeps until [`QpCell::clear`]).
+    pub(crate) fn set(&self, qp: &Qp) {
+        self.0
+            .store(qp.as_raw(), core::sync::atomic::Ordering::Release);
+    }
+
+    /// Withdraws the QP; call after quiescing and draining, before destroying it.
+    pub(crate) fn clear(&self) {
+        self.0
+            .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
+    }
+
+    /// The published QP.
+    pub(crate) fn get(&self) -> Option<&Qp> {
+        let p = self.0.load(core::sync::atomic::Ordering::Acquire);
+        // SAFETY: a published QP stays live until `clear`, and the teardown protocol above
+        // guarantees no reader still uses it when it is destroyed.
+        (!p.is_null()).then(|| unsafe { Qp::from_raw(p) })
+    }
 }

@@ -1,17 +1,1390 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The NVMe/RDMA host transport logic. Safe code only: everything unsafe is in `rdma` and `nvme`.
+//!
+//! The structure follows the C driver (`drivers/nvme/host/rdma.c`) so that behaviour can be
+//! compared function by function: per-device context shared by controllers on one HCA, queues
+//! connected over rdma_cm (admin queue first), requests mapped onto SEND (+ REG_MR) work requests,
+//! responses matched by command ID.
 
 #![deny(unsafe_code)]
 
+mod stats;
+
+pub(crate) use stats::{Stats, STATS};
+
 use crate::{
-    nvme::{opt, Ctrl, FabricsDevice, Options, TransportOps},
-    rdma::{ClientOps, Device, SockAddr},
+    nvme::{
+        ctrl::{Controller, CtrlOps, State},
+        mq::{BlkStatus, MqOps, Request, TimeoutAction},
+        opt, Ctrl, FabricsDevice, Options, TransportOps, TryCell, CTRLS, DEVICES,
+    },
+    proto::{
+        cm::{parse_rej, CmRej, CmReq},
+        sgl::Sgl,
+    },
+    rdma::{
+        cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam},
+        qp::{self, CqeDone, Mr, QpAttr, QpCell, Wc},
+        verbs::{Cq, DeviceRef, DmaBuf, DmaDir, Pd, PollCtx},
+        ClientOps, Device, SockAddr,
+    },
 };
-use kernel::{prelude::*, str::CStr, sync::aref::ARef};
+use core::sync::atomic::{
+    AtomicBool, AtomicU16, AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    str::CStr,
+    sync::{aref::ARef, Arc, CondVar, Mutex},
+};
 
 /// The default NVMe/RDMA service id (`NVME_RDMA_IP_PORT`).
 const DEFAULT_TRSVCID: &CStr = c"4420";
+/// rdma_cm address and route resolution timeout (the C driver's `NVME_RDMA_CM_TIMEOUT_MS`).
+const CM_TIMEOUT_MS: u32 = 3000;
+/// Upper bound on establishing one queue's connection (address, route, connect). The C driver
+/// waits without a bound; rdma_cm's own timeouts normally fire well before this.
+const CM_ESTABLISH_TIMEOUT_MS: u32 = 30_000;
+const MAX_SEGMENTS: u32 = 256;
+const MAX_INLINE_SEGMENTS: u32 = 4;
+/// `NVME_RDMA_MAX_QUEUE_SIZE`.
+const MAX_QUEUE_SIZE: u32 = 256;
+/// `NVME_AQ_DEPTH` and `NVME_AQ_BLK_MQ_DEPTH` (the AER uses command IDs from there on).
+const AQ_DEPTH: u32 = 32;
+const AQ_BLK_MQ_DEPTH: u16 = 31;
+/// `NVME_CTRL_SGLS_KSDBDS` / `NVME_CTRL_SGLS_SAOS`.
+const SGLS_KSDBDS: u32 = 1 << 2;
+const SGLS_SAOS: u32 = 1 << 20;
+/// Command bytes.
+const CMD_FLAGS: usize = 1;
+const CMD_SGL_METABUF: u8 = 1 << 6;
+const CMD_DPTR: usize = 24;
+const CQE_LEN: usize = 16;
+const SQE_LEN: u32 = 64;
+
+type RCtrl = Controller<RdmaCtrl>;
+
+/// A C string for `core::fmt` (the `c*!` message macros go through `format_args!`).
+fn cs(s: &CStr) -> &str {
+    s.to_str().unwrap_or("?")
+}
+
+macro_rules! cinfo {
+    ($c:expr, $fmt:literal $(, $arg:expr)* $(,)?) => {
+        pr_info!("nvme{}: {}", $c.ctrl().instance(), ::core::format_args!($fmt $(, $arg)*))
+    };
+}
+macro_rules! cerr {
+    ($c:expr, $fmt:literal $(, $arg:expr)* $(,)?) => {
+        pr_err!("nvme{}: {}", $c.ctrl().instance(), ::core::format_args!($fmt $(, $arg)*))
+    };
+}
+macro_rules! cwarn {
+    ($c:expr, $fmt:literal $(, $arg:expr)* $(,)?) => {
+        pr_warn!("nvme{}: {}", $c.ctrl().instance(), ::core::format_args!($fmt $(, $arg)*))
+    };
+}
+
+// ------------------------------------------------------------------------------------------
+// Per-device context
+
+/// What controllers on one RDMA device share: the protection domain and the device's limits.
+pub(crate) struct RdmaDev {
+    pd: Pd,
+    num_inline_segments: u32,
+}
+
+impl RdmaDev {
+    fn device(&self) -> &Device {
+        self.pd.device()
+    }
+}
+
+/// An entry of the global device list, with its number of users (queues).
+pub(crate) struct DevEntry {
+    dev: Arc<RdmaDev>,
+    users: usize,
+}
+
+/// Finds or creates the context of `dev` and counts one more user.
+fn dev_get(dev: &Device) -> Result<Arc<RdmaDev>> {
+    let mut list = DEVICES.lock();
+    let guid = dev.node_guid();
+    for e in list.iter_mut() {
+        if e.dev.device().node_guid() == guid {
+            e.users += 1;
+            return Ok(e.dev.clone());
+        }
+    }
+    let dref = DeviceRef::get(dev).ok_or(ENODEV)?;
+    if !dref.has_mem_mgt_extensions() {
+        pr_err!("{}: Memory registrations not supported.\n", dref.name());
+        return Err(EOPNOTSUPP);
+    }
+    let num_inline_segments = dref
+        .max_send_sge()
+        .saturating_sub(1)
+        .min(MAX_INLINE_SEGMENTS);
+    let pd = Pd::new(dref, false)?;
+    let d = Arc::new(
+        RdmaDev {
+            pd,
+            num_inline_segments,
+        },
+        GFP_KERNEL,
+    )?;
+    list.push(
+        DevEntry {
+            dev: d.clone(),
+            users: 1,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(d)
+}
+
+/// Drops one user of `dev`; the last one removes it from the list.
+fn dev_put(dev: &Arc<RdmaDev>) {
+    let mut list = DEVICES.lock();
+    if let Some(i) = list.iter().position(|e| Arc::ptr_eq(&e.dev, dev)) {
+        list[i].users -= 1;
+        if list[i].users == 0 {
+            // The PD goes when the last `Arc` does (queues drop theirs after their QPs).
+            let _ = list.remove(i);
+        }
+    }
+}
+
+/// A queue's counted use of a device context.
+struct DevUse(Arc<RdmaDev>);
+
+impl Drop for DevUse {
+    fn drop(&mut self) {
+        dev_put(&self.0);
+    }
+}
+
+fn max_fr_pages(dev: &Device) -> u32 {
+    MAX_SEGMENTS.min(dev.max_fast_reg_page_list_len().saturating_sub(1))
+}
+
+// ------------------------------------------------------------------------------------------
+// Queues and their RDMA connections
+
+/// A receive buffer for one NVMe completion.
+struct RspQe {
+    cqe: qp::Cqe,
+    buf: DmaBuf,
+    ctrl: ARef<RCtrl>,
+    qid: u16,
+}
+
+crate::impl_has_cqe!(RspQe, cqe, 0);
+
+/// The resources of an established (or establishing) connection, created when its address is
+/// resolved. Dropped by the `CmId` after the QP is destroyed.
+struct IbRes {
+    ring: KVec<RspQe>,
+    _cq: Cq,
+    dev: DevUse,
+}
+
+/// Connection establishment state of one queue.
+struct CmState {
+    done: bool,
+    err: i32,
+    res: Option<IbRes>,
+    recvs_posted: bool,
+}
+
+/// The rdma_cm event handler of a queue's connection.
+#[pin_data]
+struct ConnCm {
+    ctrl: ARef<RCtrl>,
+    qid: u16,
+    queue_size: u32,
+    #[pin]
+    state: Mutex<CmState>,
+    #[pin]
+    cond: CondVar,
+}
+
+impl ConnCm {
+    fn finish(&self, err: i32) {
+        let mut st = self.state.lock();
+        if !st.done {
+            st.done = true;
+            st.err = err;
+        }
+        drop(st);
+        self.cond.notify_all();
+    }
+
+    fn established(&self) -> bool {
+        self.state.lock().done
+    }
+
+    /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
+    /// route.
+    fn addr_resolved(&self, id: &CmIdLocked) -> Result {
+        let ctrl = &self.ctrl;
+        let ibdev = id.device().ok_or(ENODEV)?;
+        let dev = DevUse(dev_get(ibdev).inspect_err(|_| {
+            cerr!(ctrl, "no client data found!\n");
+        })?);
+        let qs = self.queue_size;
+        // MR, SEND, INV per request, + RECV; +1 for ib_drain_qp.
+        let cq_size = 4 * qs + 1;
+        let idx = u32::from(self.qid);
+        let comp_vector = if idx == 0 { 0 } else { idx - 1 } % ibdev.num_comp_vectors();
+        let cq = Cq::new(ibdev, cq_size, comp_vector, PollCtx::PoolSoftirq)?;
+        let attr = QpAttr {
+            max_send_wr: 3 * qs + 1,
+            max_recv_wr: qs + 1,
+            max_send_sge: 1 + dev.0.num_inline_segments,
+            max_recv_sge: 1,
+            context: core::ptr::null_mut(),
+        };
+        id.create_qp(&dev.0.pd, &cq, &attr)?;
+        let qp = id.qp().ok_or(ENOMEM)?;
+        let mut ring = KVec::with_capacity(qs as usize, GFP_KERNEL)?;
+        for _ in 0..qs {
+            let dref = DeviceRef::get(ibdev).ok_or(ENODEV)?;
+            ring.push(
+                RspQe {
+                    cqe: qp::Cqe::new(),
+                    buf: DmaBuf::new(dref, CQE_LEN, DmaDir::FromDevice)?,
+                    ctrl: ctrl.clone(),
+                    qid: self.qid,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        // One more entry than pages: a misaligned first entry takes two.
+        let pages_per_mr = max_fr_pages(ibdev) + 1;
+        qp.mr_pool_init(qs, pages_per_mr).inspect_err(|_| {
+            cerr!(
+                ctrl,
+                "failed to initialize MR pool sized {} for QID {}\n",
+                qs,
+                self.qid
+            );
+        })?;
+        self.state.lock().res = Some(IbRes { ring, _cq: cq, dev });
+        let tos = ctrl.ctrl().opts().tos();
+        if tos >= 0 {
+            id.set_service_type(tos as u8);
+        }
+        id.resolve_route(CM_TIMEOUT_MS).inspect_err(|e| {
+            cerr!(ctrl, "rdma_resolve_route failed ({}).\n", e.to_errno());
+        })
+    }
+
+    /// `RDMA_CM_EVENT_ROUTE_RESOLVED`: send the connect request.
+    fn route_resolved(&self, id: &CmIdLocked) -> Result {
+        let c = self.ctrl.ctrl();
+        let rd_atom = id.device().map_or(0, |d| d.max_qp_rd_atom());
+        let req = if self.qid == 0 {
+            CmReq {
+                qid: 0,
+                hrqsize: AQ_DEPTH as u16,
+                hsqsize: (AQ_DEPTH - 1) as u16,
+                cntlid: 0,
+            }
+        } else {
+            CmReq {
+                qid: self.qid,
+                hrqsize: self.queue_size as u16,
+                hsqsize: c.sqsize(),
+                cntlid: c.cntlid(),
+            }
+        };
+        let priv_data = req.to_bytes();
+        id.connect(&ConnParam {
+            private_data: &priv_data,
+            responder_resources: rd_atom.min(255) as u8,
+            flow_control: true,
+            retry_count: 7,
+            rnr_retry_count: 7,
+        })
+        .inspect_err(|e| {
+            cerr!(
+                self.ctrl,
+                "rdma_connect_locked failed ({}).\n",
+                e.to_errno()
+            );
+        })
+    }
+
+    /// `RDMA_CM_EVENT_ESTABLISHED`: post every receive buffer.
+    fn conn_established(&self, id: &CmIdLocked) -> Result {
+        let qp = id.qp().ok_or(ENOTCONN)?;
+        let mut st = self.state.lock();
+        let res = st.res.as_ref().ok_or(ENOTCONN)?;
+        let lkey = qp.local_dma_lkey();
+        for qe in res.ring.iter() {
+            qe.cqe.arm::<RspQe, 0>();
+            qp.post_recv(&qe.cqe, &qp::sge(qe.buf.dma_addr(), CQE_LEN as u32, lkey))?;
+        }
+        st.recvs_posted = true;
+        Ok(())
+    }
+
+    fn conn_rejected(&self, r: &crate::rdma::cm::Reject<'_>) -> i32 {
+        match r.private_data.map(parse_rej) {
+            Some(CmRej::Nvme(sts)) => cerr!(
+                self.ctrl,
+                "Connect rejected: status {} ({}) nvme status {} ({}).\n",
+                r.status,
+                cs(r.reason),
+                sts.code(),
+                sts.message()
+            ),
+            _ => cerr!(
+                self.ctrl,
+                "Connect rejected: status {} ({}).\n",
+                r.status,
+                cs(r.reason)
+            ),
+        }
+        ECONNRESET.to_errno()
+    }
+}
+
+impl CmHandler for ConnCm {
+    fn event(this: &Self, id: &CmIdLocked, ev: &CmEvent<'_>) {
+        let r = match ev {
+            CmEvent::AddrResolved => this.addr_resolved(id).err().map(|e| e.to_errno()),
+            CmEvent::RouteResolved => this.route_resolved(id).err().map(|e| e.to_errno()),
+            CmEvent::Established => {
+                let r = this.conn_established(id).err().map_or(0, |e| e.to_errno());
+                this.finish(r);
+                return;
+            }
+            CmEvent::Rejected(r) => Some(this.conn_rejected(r)),
+            CmEvent::AddrError(s) => {
+                cinfo!(this.ctrl, "address resolution failed (status {})\n", s);
+                Some(ECONNRESET.to_errno())
+            }
+            CmEvent::RouteError(s) => {
+                cinfo!(this.ctrl, "route resolution failed (status {})\n", s);
+                Some(ECONNRESET.to_errno())
+            }
+            CmEvent::ConnectError(s) | CmEvent::Unreachable(s) => {
+                cinfo!(
+                    this.ctrl,
+                    "connection failed: peer unreachable (status {})\n",
+                    s
+                );
+                Some(ECONNRESET.to_errno())
+            }
+            CmEvent::Disconnected | CmEvent::AddrChange | CmEvent::TimewaitExit => {
+                if this.established() {
+                    pr_debug!("disconnect received - connection closed\n");
+                    error_recovery(&this.ctrl);
+                    None
+                } else {
+                    Some(ECONNRESET.to_errno())
+                }
+            }
+            // Device removal is handled through the ib_client `remove` callback.
+            CmEvent::DeviceRemoval => None,
+            CmEvent::Other(e, _) => {
+                cerr!(this.ctrl, "Unexpected RDMA CM event ({})\n", e);
+                error_recovery(&this.ctrl);
+                None
+            }
+        };
+        if let Some(err) = r {
+            this.finish(err);
+        }
+    }
+}
+
+/// One NVMe queue (0 is the admin queue).
+#[pin_data]
+pub(crate) struct Queue {
+    qid: u16,
+    /// `NVME_RDMA_Q_LIVE`: the Fabrics Connect succeeded.
+    live: AtomicBool,
+    /// The QP for the data path (see `QpCell` for the lifetime protocol).
+    qp: QpCell,
+    num_inline_segments: AtomicU32,
+    /// In-capsule data bytes (0 on the admin queue).
+    inline_size: AtomicU32,
+    /// The allocated connection (`NVME_RDMA_Q_ALLOCATED`).
+    #[pin]
+    conn: Mutex<Option<CmId<ConnCm>>>,
+}
+
+impl Queue {
+    fn new(qid: u16) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            qid,
+            live: AtomicBool::new(false),
+            qp: QpCell::new(),
+            num_inline_segments: AtomicU32::new(0),
+            inline_size: AtomicU32::new(0),
+            conn <- new_mutex!(None),
+        })
+    }
+
+    /// Connects the queue's RDMA connection (`nvme_rdma_alloc_queue`), with a bounded wait.
+    fn alloc(&self, ctrl: &ARef<RCtrl>, queue_size: u32) -> Result {
+        let h = Arc::pin_init(
+            pin_init!(ConnCm {
+                ctrl: ctrl.clone(),
+                qid: self.qid,
+                queue_size,
+                state <- new_mutex!(CmState {
+                    done: false,
+                    err: 0,
+                    res: None,
+                    recvs_posted: false,
+                }),
+                cond <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )?;
+        let cm = CmId::new(h.clone()).inspect_err(|e| {
+            cinfo!(ctrl, "failed to create CM ID: {}\n", e.to_errno());
+        })?;
+        let src = if ctrl.ctrl().opts().mask() & opt::HOST_TRADDR != 0 {
+            ctrl.src.as_ref()
+        } else {
+            None
+        };
+        cm.resolve_addr(src, &ctrl.addr, CM_TIMEOUT_MS)
+            .inspect_err(|e| cinfo!(ctrl, "rdma_resolve_addr failed ({}).\n", e.to_errno()))?;
+        let err = {
+            let mut st = h.state.lock();
+            let mut left = kernel::time::msecs_to_jiffies(CM_ESTABLISH_TIMEOUT_MS);
+            let mut err = 0;
+            while !st.done {
+                match h.cond.wait_interruptible_timeout(&mut st, left) {
+                    kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                    kernel::sync::CondVarTimeoutResult::Signal { .. } => {
+                        err = EINTR.to_errno();
+                        break;
+                    }
+                    kernel::sync::CondVarTimeoutResult::Timeout => {
+                        cerr!(
+                            ctrl,
+                            "queue {}: no RDMA connection after {} ms, giving up\n",
+                            self.qid,
+                            CM_ESTABLISH_TIMEOUT_MS
+                        );
+                        err = ETIMEDOUT.to_errno();
+                        break;
+                    }
+                }
+            }
+            if st.done {
+                st.err
+            } else {
+                err
+            }
+        };
+        if err != 0 {
+            cinfo!(ctrl, "rdma connection establishment failed ({})\n", err);
+            // Dropping the id stops its events, destroys the QP and frees the resources.
+            if let Some(qp) = cm.qp() {
+                if h.state.lock().recvs_posted {
+                    let _ = cm.disconnect();
+                    qp.drain();
+                }
+            }
+            drop(cm);
+            return Err(Error::from_errno(err));
+        }
+        let qp = cm.qp().ok_or(ENOTCONN)?;
+        let nis = h
+            .state
+            .lock()
+            .res
+            .as_ref()
+            .map_or(0, |r| r.dev.0.num_inline_segments);
+        self.num_inline_segments.store(nis, Relaxed);
+        let inline = if self.qid == 0 {
+            0
+        } else {
+            (ctrl.ctrl().ioccsz() * 16).saturating_sub(SQE_LEN)
+        };
+        self.inline_size.store(inline, Relaxed);
+        self.qp.set(qp);
+        *self.conn.lock() = Some(cm);
+        Ok(())
+    }
+
+    /// Disconnects and drains the queue if it is live (`nvme_rdma_stop_queue`).
+    fn stop(&self) {
+        let conn = self.conn.lock();
+        if let Some(cm) = conn.as_ref() {
+            if self.live.swap(false, Relaxed) {
+                let _ = cm.disconnect();
+                if let Some(qp) = cm.qp() {
+                    qp.drain();
+                }
+            }
+        }
+    }
+
+    /// Releases the connection (`nvme_rdma_free_queue`). The queue must be stopped (or never
+    /// started) and its requests cancelled.
+    fn free(&self) {
+        let cm = self.conn.lock().take();
+        if let Some(cm) = cm {
+            self.qp.clear();
+            let posted = cm.handler().state.lock().recvs_posted;
+            if posted && self.live.swap(false, Relaxed) {
+                let _ = cm.disconnect();
+            }
+            if posted {
+                if let Some(qp) = cm.qp() {
+                    qp.drain();
+                }
+            }
+            drop(cm);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Controller
+
+/// The transport's part of a controller.
+#[pin_data]
+pub(crate) struct RdmaCtrl {
+    queues: KVec<Pin<KBox<Queue>>>,
+    addr: SockAddr,
+    src: Option<SockAddr>,
+    #[pin]
+    dev: Mutex<Option<Arc<RdmaDev>>>,
+    max_fr_pages: AtomicU32,
+    use_inline_data: AtomicBool,
+    io_queues: [AtomicU32; 3],
+    #[pin]
+    aen_sqe: Mutex<Option<DmaBuf>>,
+    admin_set: AtomicBool,
+    io_set: AtomicBool,
+}
+
+impl RdmaCtrl {
+    fn queue(&self, qid: u16) -> Option<&Queue> {
+        self.queues.get(usize::from(qid)).map(|q| &**q)
+    }
+}
+
+fn error_recovery(ctrl: &RCtrl) {
+    if !ctrl.ctrl().change_state(State::Resetting) {
+        return;
+    }
+    cwarn!(ctrl, "starting error recovery\n");
+    ctrl.queue_err_work();
+}
+
+fn wr_error(ctrl: &RCtrl, wc: &Wc, op: &str) {
+    if ctrl.ctrl().state() == State::Live {
+        cinfo!(
+            ctrl,
+            "{} failed with status {} ({})\n",
+            op,
+            cs(wc.status_msg()),
+            wc.status()
+        );
+    }
+    error_recovery(ctrl);
+}
+
+fn start_queue(ctrl: &RCtrl, qid: u16) -> Result {
+    let Some(q) = ctrl.queue(qid) else {
+        return Err(EINVAL);
+    };
+    let r = if qid == 0 {
+        ctrl.ctrl().connect_admin_queue()
+    } else {
+        ctrl.ctrl().connect_io_queue(qid)
+    };
+    match r {
+        Ok(()) => {
+            q.live.store(true, Release);
+            Ok(())
+        }
+        Err(e) => {
+            // Like `__nvme_rdma_stop_queue`: disconnect and drain, keep the connection for free.
+            if let Some(cm) = q.conn.lock().as_ref() {
+                let _ = cm.disconnect();
+                if let Some(qp) = cm.qp() {
+                    qp.drain();
+                }
+            }
+            cinfo!(
+                ctrl,
+                "failed to connect queue: {} ret={}\n",
+                qid,
+                e.to_errno()
+            );
+            Err(e)
+        }
+    }
+}
+
+fn free_io_queues(ctrl: &RCtrl) {
+    for q in ctrl.queues.iter().skip(1) {
+        q.free();
+    }
+}
+
+fn stop_io_queues(ctrl: &RCtrl) {
+    for q in ctrl.queues.iter().skip(1) {
+        q.stop();
+    }
+}
+
+fn destroy_admin_queue(ctrl: &RCtrl) {
+    if ctrl.aen_sqe.lock().is_some() {
+        ctrl.ctrl().flush_async_event_work();
+        *ctrl.aen_sqe.lock() = None;
+    }
+    if let Some(q) = ctrl.queue(0) {
+        q.free();
+    }
+}
+
+fn configure_admin_queue(ctrl: &ARef<RCtrl>, new: bool) -> Result {
+    let q0 = ctrl.queue(0).ok_or(EINVAL)?;
+    q0.alloc(ctrl, AQ_DEPTH)?;
+    let r = (|| -> Result {
+        let dev = {
+            let conn = q0.conn.lock();
+            let cm = conn.as_ref().ok_or(ENOTCONN)?;
+            let st = cm.handler().state.lock();
+            st.res.as_ref().ok_or(ENOTCONN)?.dev.0.clone()
+        };
+        ctrl.ctrl().set_numa_node(dev.device().numa_node());
+        let fr = max_fr_pages(dev.device());
+        ctrl.max_fr_pages.store(fr, Relaxed);
+        let aen = DmaBuf::new(
+            DeviceRef::get(dev.device()).ok_or(ENODEV)?,
+            SQE_LEN as usize,
+            DmaDir::ToDevice,
+        )?;
+        *ctrl.aen_sqe.lock() = Some(aen);
+        *ctrl.dev.lock() = Some(dev);
+        Ok(())
+    })();
+    if let Err(e) = r {
+        destroy_admin_queue(ctrl);
+        return Err(e);
+    }
+    if new {
+        if let Err(e) = ctrl.alloc_admin_tag_set::<RdmaMq>(0) {
+            destroy_admin_queue(ctrl);
+            return Err(e);
+        }
+        ctrl.admin_set.store(true, Relaxed);
+    }
+    let remove_set = |ctrl: &RCtrl| {
+        if new && ctrl.admin_set.swap(false, Relaxed) {
+            ctrl.remove_admin_tag_set();
+        }
+    };
+    if let Err(e) = start_queue(ctrl, 0) {
+        remove_set(ctrl);
+        destroy_admin_queue(ctrl);
+        return Err(e);
+    }
+    let stop = |ctrl: &RCtrl| {
+        q0.stop();
+        ctrl.ctrl().cancel_admin();
+        remove_set(ctrl);
+        destroy_admin_queue(ctrl);
+    };
+    if let Err(e) = ctrl.ctrl().enable() {
+        stop(ctrl);
+        return Err(e);
+    }
+    let fr = ctrl.max_fr_pages.load(Relaxed);
+    ctrl.ctrl().set_limits(fr, fr << (12 - 9));
+    ctrl.ctrl().unquiesce_admin();
+    if let Err(e) = ctrl.ctrl().init_finish() {
+        ctrl.ctrl().quiesce_admin();
+        ctrl.ctrl().sync_admin();
+        stop(ctrl);
+        return Err(e);
+    }
+    Ok(())
+}
+
+fn configure_io_queues(ctrl: &ARef<RCtrl>, new: bool) -> Result {
+    let c = ctrl.ctrl();
+    let want = c.opts().nr_io_queues();
+    let nr = c.negotiate_queue_count(want)?;
+    if nr == 0 {
+        cerr!(ctrl, "unable to set any I/O queues\n");
+        return Err(ENOMEM);
+    }
+    // Never more than the queues this controller was created with.
+    let nr = nr.min(ctrl.queues.len() as u32 - 1);
+    c.set_queue_count(nr + 1);
+    cinfo!(ctrl, "creating {} I/O queues.\n", nr);
+    let map = c.opts().set_io_queues(nr);
+    for (a, v) in ctrl.io_queues.iter().zip(map) {
+        a.store(v, Relaxed);
+    }
+    if new {
+        let maps = if c.opts().nr_poll_queues() > 0 { 3 } else { 2 };
+        ctrl.alloc_io_tag_set::<RdmaMq>(maps, 0)?;
+        ctrl.io_set.store(true, Relaxed);
+    }
+    let nr_queues = (ctrl.io_nr_hw_queues() + 1).min(c.queue_count());
+    let qsize = u32::from(c.sqsize()) + 1;
+    let mut res = Ok(());
+    for qid in 1..nr_queues {
+        let qid = qid as u16;
+        let Some(q) = ctrl.queue(qid) else { break };
+        if let Err(e) = q.alloc(ctrl, qsize).and_then(|()| start_queue(ctrl, qid)) {
+            res = Err(e);
+            break;
+        }
+    }
+    if let Err(e) = res {
+        stop_io_queues(ctrl);
+        c.cancel_io();
+        if new && ctrl.io_set.swap(false, Relaxed) {
+            ctrl.remove_io_tag_set();
+        }
+        free_io_queues(ctrl);
+        return Err(e);
+    }
+    if !new {
+        c.start_freeze();
+        c.unquiesce_io();
+        let frozen = c.wait_freeze_timeout();
+        c.unfreeze();
+        if !frozen {
+            c.quiesce_io();
+            c.sync_io();
+            stop_io_queues(ctrl);
+            c.cancel_io();
+            free_io_queues(ctrl);
+            return Err(ENODEV);
+        }
+    }
+    Ok(())
+}
+
+fn teardown_admin_queue(ctrl: &RCtrl, remove: bool) {
+    let c = ctrl.ctrl();
+    c.quiesce_admin();
+    c.sync_admin();
+    if let Some(q) = ctrl.queue(0) {
+        q.stop();
+    }
+    if ctrl.admin_set.load(Relaxed) {
+        c.cancel_admin();
+    }
+    if remove {
+        c.unquiesce_admin();
+        if ctrl.admin_set.swap(false, Relaxed) {
+            ctrl.remove_admin_tag_set();
+        }
+    }
+    destroy_admin_queue(ctrl);
+}
+
+fn teardown_io_queues(ctrl: &RCtrl, remove: bool) {
+    let c = ctrl.ctrl();
+    if c.queue_count() > 1 && ctrl.io_set.load(Relaxed) {
+        c.quiesce_io();
+        c.sync_io();
+        stop_io_queues(ctrl);
+        c.cancel_io();
+        if remove {
+            c.unquiesce_io();
+            if ctrl.io_set.swap(false, Relaxed) {
+                ctrl.remove_io_tag_set();
+            }
+        }
+    }
+    free_io_queues(ctrl);
+}
+
+fn setup_ctrl(ctrl: &ARef<RCtrl>, new: bool) -> Result {
+    configure_admin_queue(ctrl, new)?;
+    let c = ctrl.ctrl();
+    let destroy_admin = |e: Error| -> Result {
+        c.stop_keep_alive();
+        teardown_admin_queue(ctrl, new);
+        Err(e)
+    };
+    if c.icdoff() != 0 {
+        cerr!(ctrl, "icdoff is not supported!\n");
+        return destroy_admin(EOPNOTSUPP);
+    }
+    if c.sgls() & SGLS_KSDBDS == 0 {
+        cerr!(ctrl, "Mandatory keyed sgls are not supported!\n");
+        return destroy_admin(EOPNOTSUPP);
+    }
+    let opts_qs = c.opts().queue_size();
+    if opts_qs > u32::from(c.sqsize()) + 1 {
+        cwarn!(
+            ctrl,
+            "queue_size {} > ctrl sqsize {}, clamping down\n",
+            opts_qs,
+            u32::from(c.sqsize()) + 1
+        );
+    }
+    if u32::from(c.sqsize()) + 1 > MAX_QUEUE_SIZE {
+        cwarn!(
+            ctrl,
+            "ctrl sqsize {} > max queue size {}, clamping down\n",
+            u32::from(c.sqsize()) + 1,
+            MAX_QUEUE_SIZE
+        );
+        c.set_sqsize((MAX_QUEUE_SIZE - 1) as u16);
+    }
+    if c.sqsize() + 1 > c.maxcmd() {
+        cwarn!(
+            ctrl,
+            "sqsize {} > ctrl maxcmd {}, clamping down\n",
+            u32::from(c.sqsize()) + 1,
+            c.maxcmd()
+        );
+        c.set_sqsize(c.maxcmd().saturating_sub(1));
+    }
+    if c.sgls() & SGLS_SAOS != 0 {
+        ctrl.use_inline_data.store(true, Relaxed);
+    }
+    if c.queue_count() > 1 {
+        if let Err(e) = configure_io_queues(ctrl, new) {
+            return destroy_admin(e);
+        }
+    }
+    if !c.change_state(State::Live) {
+        // Deletion started meanwhile.
+        teardown_io_queues(ctrl, new);
+        return destroy_admin(EINVAL);
+    }
+    c.start();
+    Ok(())
+}
+
+fn shutdown_ctrl(ctrl: &RCtrl, shutdown: bool) {
+    teardown_io_queues(ctrl, shutdown);
+    let c = ctrl.ctrl();
+    c.quiesce_admin();
+    if ctrl.queue(0).is_some_and(|q| q.live.load(Relaxed)) {
+        c.disable(shutdown);
+    }
+    teardown_admin_queue(ctrl, shutdown);
+}
+
+fn reconnect_or_remove(ctrl: &RCtrl, status: i32) {
+    let c = ctrl.ctrl();
+    if c.state() != State::Connecting {
+        return;
+    }
+    if c.should_reconnect(status) {
+        let d = c.opts().reconnect_delay();
+        cinfo!(ctrl, "Reconnecting in {} seconds...\n", d);
+        ctrl.queue_reconnect(d);
+    } else {
+        let _ = c.delete();
+    }
+}
+
+fn own(ctrl: &RCtrl) -> ARef<RCtrl> {
+    ARef::from(ctrl)
+}
+
+impl CtrlOps for RdmaCtrl {
+    const NAME: &'static CStr = c"rdma";
+
+    fn submit_async_event(ctrl: &RCtrl) {
+        let Some(q) = ctrl.queue(0) else { return };
+        let Some(qp) = q.qp.get() else { return };
+        let mut aen = ctrl.aen_sqe.lock();
+        let Some(buf) = Option::as_mut(&mut *aen) else {
+            return;
+        };
+        buf.with_cpu(|c| {
+            c.fill(0);
+            c[0] = 0x0c; // nvme_admin_async_event
+            c[CMD_FLAGS] = CMD_SGL_METABUF;
+            c[2..4].copy_from_slice(&AQ_BLK_MQ_DEPTH.to_le_bytes());
+            if let Ok(d) = Sgl::Null.encode() {
+                c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&d);
+            }
+        });
+        let sge = qp::sge(buf.dma_addr(), SQE_LEN, qp.local_dma_lkey());
+        if let Err(e) = qp.post_send(None, ctrl.aen_cqe(), &[sge]) {
+            cerr!(
+                ctrl,
+                "posting the async event request failed ({})\n",
+                e.to_errno()
+            );
+        }
+    }
+
+    fn aen_send_done(ctrl: &RCtrl, wc: &Wc) {
+        if !wc.is_ok() {
+            wr_error(ctrl, wc, "ASYNC");
+        }
+    }
+
+    fn delete_ctrl(ctrl: &RCtrl) {
+        {
+            let mut list = CTRLS.lock();
+            if let Some(i) = list.iter().position(|c| core::ptr::eq(&**c, ctrl)) {
+                let _ = list.remove(i);
+            }
+        }
+        shutdown_ctrl(ctrl, true);
+    }
+
+    fn stop_ctrl(ctrl: &RCtrl) {
+        ctrl.flush_err_work();
+        ctrl.cancel_reconnect_sync();
+    }
+
+    fn reset_work(ctrl: &RCtrl) {
+        let c = ctrl.ctrl();
+        c.stop();
+        shutdown_ctrl(ctrl, false);
+        if !c.change_state(State::Connecting) {
+            return;
+        }
+        if let Err(e) = setup_ctrl(&own(ctrl), false) {
+            c.inc_reconnects();
+            reconnect_or_remove(ctrl, e.to_errno());
+        }
+    }
+
+    fn err_work(ctrl: &RCtrl) {
+        let c = ctrl.ctrl();
+        c.stop_keep_alive();
+        c.flush_async_event_work();
+        teardown_io_queues(ctrl, false);
+        c.unquiesce_io();
+        teardown_admin_queue(ctrl, false);
+        c.unquiesce_admin();
+        if !c.change_state(State::Connecting) {
+            return;
+        }
+        reconnect_or_remove(ctrl, 0);
+    }
+
+    fn reconnect_work(ctrl: &RCtrl) {
+        let c = ctrl.ctrl();
+        let n = c.inc_reconnects();
+        match setup_ctrl(&own(ctrl), false) {
+            Ok(()) => {
+                cinfo!(ctrl, "Successfully reconnected ({} attempts)\n", n);
+                c.reset_reconnects();
+            }
+            Err(e) => {
+                cinfo!(
+                    ctrl,
+                    "Failed reconnect attempt {}/{}\n",
+                    n,
+                    c.opts().max_reconnects()
+                );
+                reconnect_or_remove(ctrl, e.to_errno());
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The data path
+
+/// Transport state of a request.
+#[pin_data]
+pub(crate) struct ReqData {
+    qid: u16,
+    /// SEND and response completions outstanding.
+    refs: AtomicU32,
+    status: AtomicU16,
+    result: AtomicU64,
+    has_mr: AtomicBool,
+    mr_rkey: AtomicU32,
+    io: TryCell<ReqIo>,
+}
+
+/// Mappings of a request in flight.
+struct ReqIo {
+    cmd_dma: Option<u64>,
+    sg: Option<crate::nvme::mq::MappedSg>,
+    mr: Option<Mr>,
+}
+
+/// The blk-mq side of the transport.
+pub(crate) struct RdmaMq;
+
+fn end_request(rq: &Request<RdmaMq>) {
+    let d = rq.data();
+    if d.refs.fetch_sub(1, Acquire) != 1 {
+        return;
+    }
+    if !rq.try_complete(d.status.load(Relaxed), d.result.load(Relaxed)) {
+        RdmaMq::complete(rq);
+    }
+}
+
+/// Releases what `queue_rq` mapped.
+fn unmap_request(rq: &Request<RdmaMq>, qp: Option<&qp::Qp>) {
+    let d = rq.data();
+    let done = d.io.try_with(|io| {
+        if let Some(mr) = io.mr.take() {
+            if let Some(qp) = qp {
+                qp.mr_put(mr);
+            }
+        }
+        if let Some(sg) = io.sg.take() {
+            rq.unmap_data(sg);
+        }
+        if let Some(dma) = io.cmd_dma.take() {
+            if let Some(qp) = qp {
+                rq.unmap_cmd(qp.device(), dma);
+            }
+        }
+    });
+    if done.is_none() {
+        pr_err!("rnvme_rdma: request tag {} busy at completion\n", rq.tag());
+    }
+}
+
+/// Writes the data pointer of the command and prepares the SGEs; returns the SGE count and the
+/// registration to post before the SEND.
+fn map_data(
+    q: &Queue,
+    qp: &qp::Qp,
+    rq: &Request<RdmaMq>,
+    sges: &mut [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize],
+) -> Result<(usize, Option<qp::RegWr>)> {
+    let d = rq.data();
+    let ctrl = rq.ctrl();
+    rq.with_cmd(|c| c[CMD_FLAGS] |= CMD_SGL_METABUF);
+    d.has_mr.store(false, Relaxed);
+    if rq.nr_phys_segments() == 0 {
+        let desc = Sgl::Null.encode().map_err(|_| EINVAL)?;
+        rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
+        STATS.no_data.fetch_add(1, Relaxed);
+        return Ok((1, None));
+    }
+    let dev = qp.device();
+    let r = d.io.try_with(|io| -> Result<(usize, Option<qp::RegWr>)> {
+        let sg = rq.map_data(dev)?;
+        let count = sg.nents() as u32;
+        if count <= q.num_inline_segments.load(Relaxed)
+            && rq.is_write()
+            && q.qid != 0
+            && ctrl.use_inline_data.load(Relaxed)
+            && rq.payload_bytes() <= q.inline_size.load(Relaxed)
+        {
+            let lkey = qp.local_dma_lkey();
+            let mut n = 1;
+            let mut len = 0u32;
+            for (addr, l) in sg.entries() {
+                sges[n] = qp::sge(addr, l, lkey);
+                n += 1;
+                len += l;
+            }
+            let desc = Sgl::Inline {
+                offset: u64::from(ctrl.ctrl().icdoff()),
+                len,
+            }
+            .encode()
+            .map_err(|_| EINVAL)?;
+            rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
+            io.sg = Some(sg);
+            STATS.inline_writes.fetch_add(1, Relaxed);
+            return Ok((n, None));
+        }
+        let Some(mut mr) = qp.mr_get() else {
+            rq.unmap_data(sg);
+            return Err(EAGAIN);
+        };
+        if let Err(e) = sg.register(&mut mr) {
+            qp.mr_put(mr);
+            rq.unmap_data(sg);
+            return Err(e);
+        }
+        let desc = Sgl::Keyed {
+            addr: mr.iova(),
+            len: mr.length() as u32,
+            key: mr.rkey(),
+            invalidate: true,
+        }
+        .encode();
+        let desc = match desc {
+            Ok(d) => d,
+            Err(_) => {
+                qp.mr_put(mr);
+                rq.unmap_data(sg);
+                return Err(EINVAL);
+            }
+        };
+        rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
+        let reg = mr.reg_wr(rq.reg_cqe());
+        d.mr_rkey.store(mr.rkey(), Relaxed);
+        d.has_mr.store(true, Relaxed);
+        io.mr = Some(mr);
+        io.sg = Some(sg);
+        STATS.mr_registrations.fetch_add(1, Relaxed);
+        Ok((1, Some(reg)))
+    });
+    r.unwrap_or(Err(EBUSY))
+}
+
+impl MqOps for RdmaMq {
+    type Ctrl = RdmaCtrl;
+    type Data = ReqData;
+    type Queue = Queue;
+
+    fn queue(ctrl: &RCtrl, admin: bool, hctx_idx: u32) -> &Queue {
+        let qid = if admin { 0 } else { hctx_idx as usize + 1 };
+        // blk-mq never has more hardware queues than the controller has I/O queues.
+        &ctrl.queues[qid.min(ctrl.queues.len() - 1)]
+    }
+
+    fn init_request(_ctrl: &RCtrl, admin: bool, hctx_idx: u32) -> impl PinInit<ReqData, Error> {
+        let qid = if admin { 0 } else { hctx_idx as u16 + 1 };
+        try_pin_init!(ReqData {
+            qid,
+            refs: AtomicU32::new(0),
+            status: AtomicU16::new(0),
+            result: AtomicU64::new(0),
+            has_mr: AtomicBool::new(false),
+            mr_rkey: AtomicU32::new(0),
+            io: TryCell::new(ReqIo {
+                cmd_dma: None,
+                sg: None,
+                mr: None,
+            }),
+        })
+    }
+
+    fn queue_rq(q: &Queue, rq: &Request<Self>, _last: bool) -> BlkStatus {
+        let live = q.live.load(Acquire);
+        if !rq.check_ready(live) {
+            return rq.fail_nonready();
+        }
+        let Some(qp) = q.qp.get() else {
+            return rq.fail_nonready();
+        };
+        let dev = qp.device();
+        let Ok(dma) = rq.map_cmd(dev) else {
+            return BlkStatus::RESOURCE;
+        };
+        let st = rq.setup_cmd();
+        if st != BlkStatus::OK {
+            rq.unmap_cmd(dev, dma);
+            return st;
+        }
+        rq.start();
+        let d = rq.data();
+        d.refs.store(2, Relaxed);
+        let stored = d.io.try_with(|io| io.cmd_dma = Some(dma)).is_some();
+        let mut sges: [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize] =
+            core::array::from_fn(|_| qp::sge(0, 0, 0));
+        let mapped = if stored {
+            map_data(q, qp, rq, &mut sges)
+        } else {
+            Err(EBUSY)
+        };
+        let err = match mapped {
+            Ok((n, reg)) => {
+                sges[0] = qp::sge(dma, SQE_LEN, qp.local_dma_lkey());
+                rq.sync_cmd_for_device(dev, dma);
+                match qp.post_send(reg, rq.send_cqe(), &sges[..n]) {
+                    Ok(()) => return BlkStatus::OK,
+                    Err(e) => {
+                        pr_err!(
+                            "nvme_rdma_post_send failed with error code {}\n",
+                            e.to_errno()
+                        );
+                        e
+                    }
+                }
+            }
+            Err(e) => {
+                pr_err!("Failed to map data ({})\n", e.to_errno());
+                e
+            }
+        };
+        unmap_request(rq, Some(qp));
+        if !stored {
+            rq.unmap_cmd(dev, dma);
+        }
+        if err == EIO {
+            return rq.host_path_error();
+        }
+        rq.cleanup_cmd();
+        if err == ENOMEM || err == EAGAIN {
+            BlkStatus::RESOURCE
+        } else {
+            BlkStatus::IOERR
+        }
+    }
+
+    fn complete(rq: &Request<Self>) {
+        let qp = rq.ctrl().queue(rq.data().qid).and_then(|q| q.qp.get());
+        unmap_request(rq, qp);
+        rq.complete_local();
+    }
+
+    fn timeout(rq: &Request<Self>) -> TimeoutAction {
+        let ctrl = rq.ctrl();
+        let qid = rq.data().qid;
+        cwarn!(
+            ctrl,
+            "I/O tag {} ({:04x}) opcode {:#x} QID {} timeout\n",
+            rq.tag(),
+            rq.cid(),
+            rq.opcode(),
+            qid
+        );
+        if ctrl.ctrl().state() != State::Live {
+            if let Some(q) = ctrl.queue(qid) {
+                q.stop();
+            }
+            rq.complete_timed_out();
+            return TimeoutAction::Done;
+        }
+        error_recovery(ctrl);
+        TimeoutAction::ResetTimer
+    }
+
+    fn send_done(rq: &Request<Self>, wc: &Wc) {
+        if wc.is_ok() {
+            end_request(rq);
+        } else {
+            wr_error(rq.ctrl(), wc, "SEND");
+        }
+    }
+
+    fn reg_done(rq: &Request<Self>, wc: &Wc) {
+        if !wc.is_ok() {
+            wr_error(rq.ctrl(), wc, "MEMREG");
+        }
+    }
+
+    fn inv_done(rq: &Request<Self>, wc: &Wc) {
+        if wc.is_ok() {
+            end_request(rq);
+        } else {
+            wr_error(rq.ctrl(), wc, "LOCAL_INV");
+        }
+    }
+
+    fn poll(_q: &Queue) -> i32 {
+        // Poll queues use softirq-polled CQs like the others for now: their completions arrive
+        // without polling.
+        0
+    }
+
+    fn io_queues(ctrl: &RCtrl) -> [u32; 3] {
+        [
+            ctrl.io_queues[0].load(Relaxed),
+            ctrl.io_queues[1].load(Relaxed),
+            ctrl.io_queues[2].load(Relaxed),
+        ]
+    }
+}
+
+impl CqeDone<0> for RspQe {
+    fn done(qe: &Self, wc: &Wc) {
+        let ctrl = &qe.ctrl;
+        if !wc.is_ok() {
+            wr_error(ctrl, wc, "RECV");
+            return;
+        }
+        if (wc.byte_len() as usize) < CQE_LEN {
+            cerr!(
+                ctrl,
+                "Unexpected nvme completion length({})\n",
+                wc.byte_len()
+            );
+            error_recovery(ctrl);
+            return;
+        }
+        let (result, cid, status) = qe.buf.read(|b| {
+            let mut r = [0u8; 8];
+            r.copy_from_slice(&b[0..8]);
+            (
+                u64::from_le_bytes(r),
+                u16::from_le_bytes([b[12], b[13]]),
+                u16::from_le_bytes([b[14], b[15]]),
+            )
+        });
+        if qe.qid == 0 && (cid & 0xfff) >= AQ_BLK_MQ_DEPTH {
+            ctrl.ctrl()
+                .complete_async_event(status.to_le(), result.to_le());
+        } else {
+            process_rsp(qe, cid, status, result, wc);
+        }
+        if let Some(qp) = ctrl.queue(qe.qid).and_then(|q| q.qp.get()) {
+            let sge = qp::sge(qe.buf.dma_addr(), CQE_LEN as u32, qp.local_dma_lkey());
+            if let Err(e) = qp.post_recv(&qe.cqe, &sge) {
+                cerr!(
+                    ctrl,
+                    "nvme_rdma_post_recv failed with error code {}\n",
+                    e.to_errno()
+                );
+            }
+        }
+    }
+}
+
+fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &Wc) {
+    let ctrl = &qe.ctrl;
+    let Some(rq) = ctrl.find_rq::<RdmaMq>(qe.qid, cid) else {
+        cerr!(ctrl, "got bad command_id {:#x} on QP {}\n", cid, qe.qid);
+        error_recovery(ctrl);
+        return;
+    };
+    let d = rq.data();
+    d.status.store(status.to_le(), Relaxed);
+    d.result.store(result.to_le(), Relaxed);
+    let has_mr = d.has_mr.load(Relaxed);
+    let rkey = d.mr_rkey.load(Relaxed);
+    if let Some(inv) = wc.invalidated_rkey() {
+        if !has_mr || inv != rkey {
+            cerr!(
+                ctrl,
+                "Bogus remote invalidation for rkey {:#x}\n",
+                if has_mr { rkey } else { 0 }
+            );
+            error_recovery(ctrl);
+            return;
+        }
+        STATS.remote_invalidations.fetch_add(1, Relaxed);
+    } else if has_mr {
+        let posted = ctrl
+            .queue(qe.qid)
+            .and_then(|q| q.qp.get())
+            .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
+        match posted {
+            Some(Ok(())) => STATS.local_invalidations.fetch_add(1, Relaxed),
+            _ => {
+                cerr!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
+                error_recovery(ctrl);
+                return;
+            }
+        };
+        // The local invalidation's completion ends the request.
+        return;
+    }
+    end_request(rq);
+}
+
+// ------------------------------------------------------------------------------------------
+// Transport registration and RDMA client
 
 /// The `rdma` transport and RDMA client.
 pub(crate) struct Rdma;
@@ -29,31 +1402,89 @@ impl TransportOps for Rdma {
         | opt::NR_POLL_QUEUES
         | opt::TOS;
 
-    fn create_ctrl(_dev: &FabricsDevice, opts: &Options) -> Result<ARef<Ctrl>> {
+    fn create_ctrl(dev: &FabricsDevice, opts: &Options) -> Result<ARef<Ctrl>> {
         let traddr = opts.traddr().ok_or(EINVAL)?;
-        let trsvcid = if opts.mask() & opt::TRSVCID != 0 {
-            opts.trsvcid().ok_or(EINVAL)?
-        } else {
-            DEFAULT_TRSVCID
-        };
-        let dst = SockAddr::parse(traddr, trsvcid).inspect_err(|_| {
+        opts.default_trsvcid(DEFAULT_TRSVCID)?;
+        let trsvcid = opts.trsvcid().ok_or(EINVAL)?;
+        let addr = SockAddr::parse(traddr, trsvcid).inspect_err(|_| {
             pr_err!("malformed address passed: {}:{}\n", traddr, trsvcid);
         })?;
-        if opts.mask() & opt::HOST_TRADDR != 0 {
-            let src = opts.host_traddr().ok_or(EINVAL)?;
-            SockAddr::parse(src, c"0").inspect_err(|_| {
-                pr_err!("malformed src address passed: {}\n", src);
-            })?;
+        let src = if opts.mask() & opt::HOST_TRADDR != 0 {
+            let s = opts.host_traddr().ok_or(EINVAL)?;
+            Some(SockAddr::parse(s, c"0").inspect_err(|_| {
+                pr_err!("malformed src address passed: {}\n", s);
+            })?)
+        } else {
+            None
+        };
+        if !opts.duplicate_connect() && CTRLS.lock().iter().any(|c| c.ctrl().matches(opts)) {
+            return Err(EALREADY);
         }
-        pr_err!(
-            "cannot create a controller for {} at {}:{} (address family {}): the rnvme_rdma data path is not implemented yet\n",
-            opts.subsysnqn().unwrap_or(c"?"),
-            traddr,
-            trsvcid,
-            dst.family()
+        let queue_count = opts.total_queues() + 1;
+        let sqsize = opts.queue_size().saturating_sub(1) as u16;
+        let mut queues = KVec::with_capacity(queue_count as usize, GFP_KERNEL)?;
+        for qid in 0..queue_count {
+            queues.push(
+                KBox::pin_init(Queue::new(qid as u16), GFP_KERNEL)?,
+                GFP_KERNEL,
+            )?;
+        }
+        let ctrl = Controller::create(
+            dev,
+            opts,
+            queue_count,
+            sqsize,
+            try_pin_init!(RdmaCtrl {
+                queues,
+                addr,
+                src,
+                dev <- new_mutex!(None),
+                max_fr_pages: AtomicU32::new(0),
+                use_inline_data: AtomicBool::new(false),
+                io_queues: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+                aen_sqe <- new_mutex!(None),
+                admin_set: AtomicBool::new(false),
+                io_set: AtomicBool::new(false),
+            }),
+        )?;
+        ctrl.ctrl().add()?;
+        ctrl.ctrl().change_state(State::Connecting);
+        if let Err(e) = setup_ctrl(&ctrl, true) {
+            ctrl.ctrl().uninit();
+            return Err(e);
+        }
+        cinfo!(
+            ctrl,
+            "new ctrl: NQN \"{}\", addr {}:{}, transport rnvme_rdma\n",
+            cs(opts.subsysnqn().unwrap_or(c"?")),
+            cs(traddr),
+            cs(trsvcid)
         );
-        Err(EOPNOTSUPP)
+        ctrl.take_opts();
+        CTRLS.lock().push(ctrl.clone(), GFP_KERNEL)?;
+        Ok(Controller::into_ctrl(ctrl))
     }
+}
+
+/// Deletes every controller (those on `dev` only, if given) and waits for the deletions.
+pub(crate) fn delete_controllers(dev: Option<&Device>) {
+    {
+        let list = CTRLS.lock();
+        for c in list.iter() {
+            if let Some(dev) = dev {
+                let on_dev = c
+                    .dev
+                    .lock()
+                    .as_ref()
+                    .is_some_and(|d| d.device().node_guid() == dev.node_guid());
+                if !on_dev {
+                    continue;
+                }
+            }
+            let _ = c.ctrl().delete();
+        }
+    }
+    crate::nvme::flush_delete_wq();
 }
 
 impl ClientOps for Rdma {
@@ -69,10 +1500,27 @@ impl ClientOps for Rdma {
     }
 
     fn remove(dev: &Device) {
-        // No controller exists before the data path lands, so nothing holds resources of `dev`.
-        pr_debug!(
-            "RDMA device (node GUID {:#018x}) removed\n",
-            dev.node_guid()
+        let known = DEVICES
+            .lock()
+            .iter()
+            .any(|e| e.dev.device().node_guid() == dev.node_guid());
+        if !known {
+            return;
+        }
+        pr_info!(
+            "RDMA device {} removed: deleting its controllers\n",
+            dev.name()
         );
+        delete_controllers(Some(dev));
+    }
+}
+
+/// Deletes any remaining controller when the module goes away (after the RDMA client, like the
+/// C driver's module exit).
+pub(crate) struct Reaper;
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        delete_controllers(None);
     }
 }
