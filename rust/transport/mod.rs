@@ -154,6 +154,11 @@ fn dev_put(dev: &Arc<RdmaDev>) {
         if list[i].users == 0 {
             // The PD goes when the last `Arc` does (queues drop theirs after their QPs).
             let _ = list.remove(i);
+            if list.is_empty() {
+                // Give the buffer back: the list itself is static and outlives the module's
+                // allocations otherwise.
+                *list = KVec::new();
+            }
         }
     }
 }
@@ -383,7 +388,9 @@ impl CmHandler for ConnCm {
             }
             CmEvent::Disconnected | CmEvent::AddrChange | CmEvent::TimewaitExit => {
                 if this.established() {
-                    pr_debug!("disconnect received - connection closed\n");
+                    if this.ctrl.ctrl().state() == State::Live {
+                        cinfo!(this.ctrl, "disconnect received - connection closed\n");
+                    }
                     error_recovery(&this.ctrl);
                     None
                 } else {
@@ -941,6 +948,9 @@ impl CtrlOps for RdmaCtrl {
             let mut list = CTRLS.lock();
             if let Some(i) = list.iter().position(|c| core::ptr::eq(&**c, ctrl)) {
                 let _ = list.remove(i);
+                if list.is_empty() {
+                    *list = KVec::new();
+                }
             }
         }
         shutdown_ctrl(ctrl, true);
