@@ -3,9 +3,6 @@
 //! nvme controllers owned by a transport: `struct nvme_ctrl` embedded in a Rust object, with the
 //! `nvme_ctrl_ops` callbacks dispatched to a [`CtrlOps`] implementation.
 
-// The connect path (issue 4) is the user of this file; until it lands only the build checks it.
-#![allow(dead_code)]
-
 use super::{
     mq::{MqOps, Pdu, Vtable},
     Ctrl, FabricsDevice, Options,

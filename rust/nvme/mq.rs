@@ -4,9 +4,6 @@
 //! requests whose per-request area (PDU) starts with the core's `struct nvme_request` followed by
 //! the transport's data.
 
-// The data path (issue 4) is the user of this file; until it lands only the build checks it.
-#![allow(dead_code)]
-
 use super::ctrl::{Controller, CtrlOps};
 use crate::bindings::raw;
 use crate::rdma::{
@@ -28,10 +25,6 @@ impl BlkStatus {
     pub(crate) const RESOURCE: Self = Self(9);
     /// I/O error (`BLK_STS_IOERR`, checked likewise).
     pub(crate) const IOERR: Self = Self(10);
-
-    pub(crate) fn from_raw(s: raw::blk_status_t) -> Self {
-        Self(s)
-    }
 }
 
 /// What the timeout handler decided (`enum blk_eh_timer_return`).

@@ -9,8 +9,6 @@ pub(crate) const RECFMT_1_0: u16 = 0;
 
 /// Size in bytes of `struct nvme_rdma_cm_req`.
 pub(crate) const CM_REQ_LEN: usize = 32;
-/// Size in bytes of `struct nvme_rdma_cm_rep`.
-pub(crate) const CM_REP_LEN: usize = 32;
 /// Size in bytes of `struct nvme_rdma_cm_rej`.
 pub(crate) const CM_REJ_LEN: usize = 4;
 

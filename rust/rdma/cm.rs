@@ -2,9 +2,6 @@
 
 //! RDMA connection manager identifiers (`struct rdma_cm_id`) with event handlers in Rust.
 
-// The connect path (issue 4) is the user of this file; until it lands only the build checks it.
-#![allow(dead_code)]
-
 use super::{
     qp::{Qp, QpAttr},
     verbs::{Cq, Pd},

@@ -2,9 +2,6 @@
 
 //! Queue pairs, work requests and completions.
 
-// The connect and data paths (issue 4) are the users of this file.
-#![allow(dead_code)]
-
 use crate::bindings::raw;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 
@@ -100,12 +97,6 @@ impl Wc {
         }
         // SAFETY: `invalidate_rkey` is the valid union member when the flag is set.
         Some(unsafe { *wc.ex.invalidate_rkey })
-    }
-
-    /// The `qp_context` of the QP the completion belongs to.
-    pub(crate) fn qp_context(&self) -> *mut kernel::ffi::c_void {
-        // SAFETY: the QP of a completion is live during the callback.
-        unsafe { (*self.raw().qp).qp_context }
     }
 }
 

@@ -3,9 +3,6 @@
 //! Owned RDMA verbs objects: device references, protection domains, completion queues and
 //! DMA-mapped buffers.
 
-// The connect path (issue 4) is the user of this file; until it lands only the build checks it.
-#![allow(dead_code)]
-
 use super::Device;
 use crate::bindings::raw;
 use core::{ops::Deref, ptr::NonNull};
@@ -98,20 +95,6 @@ impl Pd {
     pub(crate) fn as_raw(&self) -> *mut raw::ib_pd {
         self.ptr.as_ptr()
     }
-
-    /// The lkey for local DMA of memory mapped with the device's DMA API.
-    pub(crate) fn local_dma_lkey(&self) -> u32 {
-        // SAFETY: the PD is valid (type invariant) and the field is set at allocation.
-        unsafe { (*self.as_raw()).local_dma_lkey }
-    }
-
-    /// The global rkey, if the PD was allocated with one.
-    pub(crate) fn global_rkey(&self) -> Option<u32> {
-        // SAFETY: the PD is valid (type invariant) and the fields are set at allocation.
-        let (flags, rkey) =
-            unsafe { ((*self.as_raw()).flags, (*self.as_raw()).unsafe_global_rkey) };
-        (flags & raw::ib_pd_flags_IB_PD_UNSAFE_GLOBAL_RKEY != 0).then_some(rkey)
-    }
 }
 
 impl Drop for Pd {
@@ -127,7 +110,9 @@ impl Drop for Pd {
 pub(crate) enum PollCtx {
     /// Shared CQ from the device's pool, polled in softirq context.
     PoolSoftirq,
-    /// A private CQ polled only by [`Cq::poll_direct`] (blk-mq poll queues).
+    /// A private CQ polled only by [`Cq::poll_direct`] (blk-mq poll queues; the transport
+    /// does not poll yet).
+    #[allow(dead_code)]
     Direct,
 }
 
@@ -186,6 +171,7 @@ impl Cq {
     }
 
     /// Polls a [`PollCtx::Direct`] CQ; returns the number of completions handled.
+    #[allow(dead_code)]
     pub(crate) fn poll_direct(&self) -> i32 {
         if self.ctx != PollCtx::Direct {
             return 0;
@@ -256,11 +242,6 @@ impl DmaBuf {
     /// The bus address of the buffer.
     pub(crate) fn dma_addr(&self) -> u64 {
         self.dma
-    }
-
-    /// The buffer's length.
-    pub(crate) fn len(&self) -> usize {
-        self.buf.len()
     }
 
     /// Reads the buffer after the device wrote it: syncs it for the CPU, runs `f`, and hands it

@@ -399,8 +399,13 @@ impl CmHandler for ConnCm {
             }
             // Device removal is handled through the ib_client `remove` callback.
             CmEvent::DeviceRemoval => None,
-            CmEvent::Other(e, _) => {
-                cerr!(this.ctrl, "Unexpected RDMA CM event ({})\n", e);
+            CmEvent::Other(e, st) => {
+                cerr!(
+                    this.ctrl,
+                    "Unexpected RDMA CM event ({}, status {})\n",
+                    e,
+                    st
+                );
                 error_recovery(&this.ctrl);
                 None
             }
@@ -1354,7 +1359,11 @@ impl CqeDone<0> for RspQe {
 fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &Wc) {
     let ctrl = &qe.ctrl;
     let Some(rq) = ctrl.find_rq::<RdmaMq>(qe.qid, cid) else {
-        cerr!(ctrl, "got bad command_id {:#x} on QP {}\n", cid, qe.qid);
+        let qpn = ctrl
+            .queue(qe.qid)
+            .and_then(|q| q.qp.get())
+            .map_or(0, |qp| qp.num());
+        cerr!(ctrl, "got bad command_id {:#x} on QP {:#x}\n", cid, qpn);
         error_recovery(ctrl);
         return;
     };
