@@ -549,7 +549,8 @@ impl Queue {
     fn free(&self) {
         let cm = self.conn.lock().take();
         if let Some(cm) = cm {
-            self.qp.clear();
+            // Drain (if anything may still be posted) before withdrawing the QP from the data
+            // path: completions that still run need it to return MRs and unmap commands.
             let posted = cm.handler().state.lock().recvs_posted;
             if posted && self.live.swap(false, Relaxed) {
                 let _ = cm.disconnect();
@@ -559,6 +560,7 @@ impl Queue {
                     qp.drain();
                 }
             }
+            self.qp.clear();
             drop(cm);
         }
     }
