@@ -110,9 +110,7 @@ impl Drop for Pd {
 pub(crate) enum PollCtx {
     /// Shared CQ from the device's pool, polled in softirq context.
     PoolSoftirq,
-    /// A private CQ polled only by [`Cq::poll_direct`] (blk-mq poll queues; the transport
-    /// does not poll yet).
-    #[allow(dead_code)]
+    /// A private CQ polled only by [`PollCell::poll`] (blk-mq poll queues).
     Direct,
 }
 
@@ -169,15 +167,43 @@ impl Cq {
     pub(crate) fn as_raw(&self) -> *mut raw::ib_cq {
         self.ptr.as_ptr()
     }
+}
 
-    /// Polls a [`PollCtx::Direct`] CQ; returns the number of completions handled.
-    #[allow(dead_code)]
-    pub(crate) fn poll_direct(&self) -> i32 {
-        if self.ctx != PollCtx::Direct {
+/// The direct-polled CQ of a poll queue as blk-mq's `poll` sees it: published when the queue's
+/// connection is up, withdrawn before the CQ is freed. The same protocol as
+/// [`super::qp::QpCell`]: the queue teardown quiesces and drains first, so no poller runs when
+/// the CQ goes away.
+pub(crate) struct PollCell(core::sync::atomic::AtomicPtr<raw::ib_cq>);
+
+impl PollCell {
+    /// An empty cell (polling finds nothing).
+    pub(crate) const fn new() -> Self {
+        Self(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
+    }
+
+    /// Publishes `cq` if it is a [`PollCtx::Direct`] CQ.
+    pub(crate) fn set(&self, cq: &Cq) {
+        if cq.ctx == PollCtx::Direct {
+            self.0
+                .store(cq.as_raw(), core::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Withdraws the CQ; call before freeing it.
+    pub(crate) fn clear(&self) {
+        self.0
+            .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
+    }
+
+    /// Processes the CQ's completions; returns how many.
+    pub(crate) fn poll(&self) -> i32 {
+        let p = self.0.load(core::sync::atomic::Ordering::Acquire);
+        if p.is_null() {
             return 0;
         }
-        // SAFETY: the CQ is valid (type invariant) and of the direct kind.
-        unsafe { raw::ib_process_cq_direct(self.as_raw(), -1) }
+        // SAFETY: a published CQ is a live direct CQ until `clear` (protocol above);
+        // ib_process_cq_direct serialises concurrent pollers itself.
+        unsafe { raw::ib_process_cq_direct(p, -1) }
     }
 }
 

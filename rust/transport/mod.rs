@@ -26,7 +26,7 @@ use crate::{
     rdma::{
         cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam},
         qp::{self, CqeDone, Mr, QpAttr, QpCell, Wc},
-        verbs::{Cq, DeviceRef, DmaBuf, DmaDir, Pd, PollCtx},
+        verbs::{Cq, DeviceRef, DmaBuf, DmaDir, Pd, PollCell, PollCtx},
         ClientOps, Device, SockAddr,
     },
 };
@@ -193,7 +193,7 @@ crate::impl_has_cqe!(RspQe, cqe, 0);
 /// resolved. Dropped by the `CmId` after the QP is destroyed.
 struct IbRes {
     ring: KVec<RspQe>,
-    _cq: Cq,
+    cq: Cq,
     dev: DevUse,
 }
 
@@ -211,6 +211,8 @@ struct ConnCm {
     ctrl: ARef<RCtrl>,
     qid: u16,
     queue_size: u32,
+    /// A poll queue: its CQ is polled by blk-mq instead of softirq.
+    poll: bool,
     #[pin]
     state: Mutex<CmState>,
     #[pin]
@@ -245,7 +247,12 @@ impl ConnCm {
         let cq_size = 4 * qs + 1;
         let idx = u32::from(self.qid);
         let comp_vector = if idx == 0 { 0 } else { idx - 1 } % ibdev.num_comp_vectors();
-        let cq = Cq::new(ibdev, cq_size, comp_vector, PollCtx::PoolSoftirq)?;
+        let ctx = if self.poll {
+            PollCtx::Direct
+        } else {
+            PollCtx::PoolSoftirq
+        };
+        let cq = Cq::new(ibdev, cq_size, comp_vector, ctx)?;
         let attr = QpAttr {
             max_send_wr: 3 * qs + 1,
             max_recv_wr: qs + 1,
@@ -278,7 +285,7 @@ impl ConnCm {
                 self.qid
             );
         })?;
-        self.state.lock().res = Some(IbRes { ring, _cq: cq, dev });
+        self.state.lock().res = Some(IbRes { ring, cq, dev });
         let tos = ctrl.ctrl().opts().tos();
         if tos >= 0 {
             id.set_service_type(tos as u8);
@@ -424,6 +431,8 @@ pub(crate) struct Queue {
     live: AtomicBool,
     /// The QP for the data path (see `QpCell` for the lifetime protocol).
     qp: QpCell,
+    /// The CQ blk-mq polls, on poll queues.
+    poll_cq: PollCell,
     num_inline_segments: AtomicU32,
     /// In-capsule data bytes (0 on the admin queue).
     inline_size: AtomicU32,
@@ -438,6 +447,7 @@ impl Queue {
             qid,
             live: AtomicBool::new(false),
             qp: QpCell::new(),
+            poll_cq: PollCell::new(),
             num_inline_segments: AtomicU32::new(0),
             inline_size: AtomicU32::new(0),
             conn <- new_mutex!(None),
@@ -446,11 +456,16 @@ impl Queue {
 
     /// Connects the queue's RDMA connection (`nvme_rdma_alloc_queue`), with a bounded wait.
     fn alloc(&self, ctrl: &ARef<RCtrl>, queue_size: u32) -> Result {
+        let q = &ctrl.io_queues;
+        let poll = self.qid != 0
+            && q[2].load(Relaxed) > 0
+            && u32::from(self.qid) > q[0].load(Relaxed) + q[1].load(Relaxed);
         let h = Arc::pin_init(
             pin_init!(ConnCm {
                 ctrl: ctrl.clone(),
                 qid: self.qid,
                 queue_size,
+                poll,
                 state <- new_mutex!(CmState {
                     done: false,
                     err: 0,
@@ -526,6 +541,9 @@ impl Queue {
             (ctrl.ctrl().ioccsz() * 16).saturating_sub(SQE_LEN)
         };
         self.inline_size.store(inline, Relaxed);
+        if let Some(res) = h.state.lock().res.as_ref() {
+            self.poll_cq.set(&res.cq);
+        }
         self.qp.set(qp);
         *self.conn.lock() = Some(cm);
         Ok(())
@@ -561,6 +579,7 @@ impl Queue {
                 }
             }
             self.qp.clear();
+            self.poll_cq.clear();
             drop(cm);
         }
     }
@@ -1299,10 +1318,8 @@ impl MqOps for RdmaMq {
         }
     }
 
-    fn poll(_q: &Queue) -> i32 {
-        // Poll queues use softirq-polled CQs like the others for now: their completions arrive
-        // without polling.
-        0
+    fn poll(q: &Queue) -> i32 {
+        q.poll_cq.poll()
     }
 
     fn io_queues(ctrl: &RCtrl) -> [u32; 3] {
