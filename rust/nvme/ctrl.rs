@@ -240,10 +240,6 @@ macro_rules! ctrl_calls_result {
 ctrl_calls_result! {
     /// `nvme_add_ctrl`: makes the controller visible (character device).
     add => nvme_add_ctrl;
-    /// `nvme_enable_ctrl`.
-    enable => nvme_enable_ctrl;
-    /// `nvmf_connect_admin_queue`: the Fabrics Connect command on the admin queue.
-    connect_admin_queue => nvmf_connect_admin_queue;
 }
 
 /// Maps an NVMe status (positive) to an errno, as the C transports do for setup failures.
@@ -260,6 +256,19 @@ impl Ctrl {
     pub(crate) fn init_finish(&self) -> Result {
         // SAFETY: the controller is initialised; the admin queue is live.
         nvme_result(unsafe { raw::nvme_init_ctrl_finish(self.raw(), false) })
+    }
+
+    /// `nvme_enable_ctrl`. An NVMe status (positive) is an error too.
+    pub(crate) fn enable(&self) -> Result {
+        // SAFETY: the controller is initialised; the admin queue is live.
+        nvme_result(unsafe { raw::nvme_enable_ctrl(self.raw()) })
+    }
+
+    /// `nvmf_connect_admin_queue`: the Fabrics Connect command on the admin queue. A rejection by
+    /// the target (a positive NVMe status) is an error.
+    pub(crate) fn connect_admin_queue(&self) -> Result {
+        // SAFETY: the controller is initialised and its admin queue allocated.
+        nvme_result(unsafe { raw::nvmf_connect_admin_queue(self.raw()) })
     }
 
     /// `nvme_disable_ctrl`.

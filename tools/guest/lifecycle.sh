@@ -1,0 +1,60 @@
+# Controller lifecycle tests of rnvme_rdma (sourced by suite.sh: group `lifecycle`).
+# Reset under I/O, and module unload with live controllers.
+
+LC_NQN=nqn.2026-11.io.rnvme:lifecycle
+
+lc_setup() {    # lc_setup FABRIC: target with a memory-backed namespace, rnvme_rdma loaded
+	local f=$1
+	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
+	[ -d "$NVMET/subsystems/$LC_NQN" ] || { target_subsys_add "$LC_NQN" mem:64 >/dev/null || return 1; }
+	target_subsys_link "$LC_NQN" "$f" || return 1
+	[ -d /sys/module/nvme_rdma ] && { rmmod nvme_rdma || return 1; }
+	modprobe nvme-rdma && [ -d /sys/module/rnvme_rdma ] || { fail "rnvme_rdma did not load"; return 1; }
+}
+
+# nvme reset while fio writes and verifies: the controller comes back live, no I/O is lost.
+t_lc_reset_under_io() {
+	local f=$1 c ns dev fpid rc
+	lc_setup "$f" || return 1
+	c=$(host_connect "$f" "$LC_NQN") || return 1
+	dev=/dev/$(basename "$c")
+	wait_for 30 ns_of "$LC_NQN" || { fail "no namespace"; return 1; }
+	ns=$(ns_of "$LC_NQN")
+	dmesg_mark
+	fio --name=reset --filename="$ns" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k-64k \
+		--size=16M --iodepth=8 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+		>/tmp/lc-fio.log 2>&1 &
+	fpid=$!
+	sleep 3
+	nvme reset "$dev" || { fail "nvme reset $dev failed"; kill $fpid; return 1; }
+	wait_for 60 grep -qx live "$c/state" || { fail "$(basename "$c") is $(cat "$c/state") after reset"; kill $fpid; return 1; }
+	rc=0; wait $fpid || rc=$?
+	[ $rc = 0 ] || { fail "fio failed across the reset (rc $rc)"; tail -n 20 /tmp/lc-fio.log >&2; return 1; }
+	grep -q 'err= 0' /tmp/lc-fio.log || { fail "fio reported errors"; tail -n 20 /tmp/lc-fio.log >&2; return 1; }
+	dmesg_since_mark | grep -q 'creating [0-9]* I/O queues' ||
+		{ fail "the reset did not set the I/O queues up again"; return 1; }
+	info "$(basename "$c") reset under I/O, live again, fio verify clean"
+	host_disconnect "$LC_NQN"
+}
+
+# rmmod with live controllers: they are deleted first, nothing is left behind.
+t_lc_rmmod_live() {
+	local f c1 c2
+	lc_setup rxe && lc_setup siw || return 1
+	c1=$(host_connect rxe "$LC_NQN") || return 1
+	c2=$(host_connect siw "$LC_NQN") || return 1
+	dmesg_mark
+	timeout 120 rmmod rnvme_rdma || { fail "rmmod with live controllers failed"; return 1; }
+	[ ! -d /sys/module/rnvme_rdma ] || { fail "module still loaded"; return 1; }
+	for c in "$c1" "$c2"; do
+		[ ! -e "$c" ] || { fail "$(basename "$c") still exists after rmmod"; return 1; }
+	done
+	dmesg_since_mark | grep -q 'Removing ctrl' || { fail "controllers were not removed through the core"; return 1; }
+	info "two live controllers (rxe, siw) deleted by rmmod"
+}
+
+group_lifecycle() {
+	run_test "lifecycle: rxe: nvme reset under fio verify" t_lc_reset_under_io rxe
+	run_test "lifecycle: siw: nvme reset under fio verify" t_lc_reset_under_io siw
+	run_test "lifecycle: rmmod with live controllers on rxe and siw" t_lc_rmmod_live
+}
