@@ -163,7 +163,7 @@ macro_rules! impl_has_cqe {
 
 /// Completion handler of the [`Cqe`] `ID` of `Self`. Runs in the CQ's polling context (softirq
 /// for pool CQs): it must not sleep.
-pub(crate) trait CqeDone<const ID: u64>: HasCqe<ID> + Sized {
+pub(crate) trait CqeDone<const ID: u64>: HasCqe<ID> + Sized + Sync {
     /// The work request completed (successfully or not).
     fn done(this: &Self, wc: &Wc);
 }
