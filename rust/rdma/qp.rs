@@ -104,6 +104,12 @@ impl Wc {
 #[repr(transparent)]
 pub(crate) struct Cqe(Opaque<raw::ib_cqe>);
 
+// SAFETY: the entry is only written (`arm`, `set_done`) while no work request references it,
+// and only read by ib_core's poller for a posted request: sharing it between threads is sound.
+unsafe impl Sync for Cqe {}
+// SAFETY: see `Sync`; the entry holds no thread-bound state.
+unsafe impl Send for Cqe {}
+
 impl Cqe {
     /// An entry with no callback yet (armed by [`Cqe::arm`]).
     pub(crate) const fn new() -> Self {
