@@ -270,45 +270,45 @@ impl DmaBuf {
         self.dma
     }
 
-    /// Reads the buffer after the device wrote it: syncs it for the CPU, runs `f`, and hands it
-    /// back to the device.
-    pub(crate) fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let len = self.buf.len();
+    fn sync_for_cpu(&self) {
         // SAFETY: the mapping is live (type invariant).
         unsafe {
-            raw::rnvme_ib_dma_sync_single_for_cpu(self.dev.as_raw(), self.dma, len, self.dir.raw())
+            raw::rnvme_ib_dma_sync_single_for_cpu(
+                self.dev.as_raw(),
+                self.dma,
+                self.buf.len(),
+                self.dir.raw(),
+            )
         };
-        let r = f(&self.buf);
+    }
+
+    fn sync_for_device(&self) {
         // SAFETY: the mapping is live (type invariant).
         unsafe {
             raw::rnvme_ib_dma_sync_single_for_device(
                 self.dev.as_raw(),
                 self.dma,
-                len,
+                self.buf.len(),
                 self.dir.raw(),
             )
         };
+    }
+
+    /// Reads the buffer after the device wrote it: syncs it for the CPU, runs `f`, and hands it
+    /// back to the device.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.sync_for_cpu();
+        let r = f(&self.buf);
+        self.sync_for_device();
         r
     }
 
     /// Gives the CPU access to the buffer: syncs it for the CPU, runs `f`, and syncs it back for
     /// the device.
     pub(crate) fn with_cpu<R>(&mut self, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        let len = self.buf.len();
-        // SAFETY: the mapping is live (type invariant).
-        unsafe {
-            raw::rnvme_ib_dma_sync_single_for_cpu(self.dev.as_raw(), self.dma, len, self.dir.raw())
-        };
+        self.sync_for_cpu();
         let r = f(&mut self.buf);
-        // SAFETY: the mapping is live (type invariant).
-        unsafe {
-            raw::rnvme_ib_dma_sync_single_for_device(
-                self.dev.as_raw(),
-                self.dma,
-                len,
-                self.dir.raw(),
-            )
-        };
+        self.sync_for_device();
         r
     }
 }

@@ -58,3 +58,22 @@ group_lifecycle() {
 	run_test "lifecycle: siw: nvme reset under fio verify" t_lc_reset_under_io siw
 	run_test "lifecycle: rmmod with live controllers on rxe and siw" t_lc_rmmod_live
 }
+
+# The part of the datapath group (tools/guest/datapath.sh) that `make check` runs on every
+# fabric: setup, connect with defaults, fio crc32c verification over all block sizes, the
+# inline/MR path counters, a rejected connect, teardown. `suite.sh datapath` runs the whole group
+# (every connect option, discovery, filesystems, interop with the C driver, every bad input,
+# multiple controllers), which takes too long on a KASAN guest under TCG for every check.
+group_datapath_quick() {
+	local f p d=rnvme
+	HOST_DRIVER=rnvme
+	for f in ${DP_FABRICS//,/ }; do
+		p="datapath[$d/$f]"
+		run_test "$p: setup: $f, nvmet-rdma, rnvme_rdma loaded" dp_wrap t_dp_setup "$f"
+		run_test "$p: connect with defaults" dp_wrap t_dp_connect "$f"
+		run_test "$p: fio crc32c verify, 512 B-1 MiB, iodepth 1/32, 2 jobs" dp_wrap t_dp_fio "$f"
+		run_test "$p: small writes inline, large I/O fast-registered (stats)" dp_wrap t_dp_stats "$f"
+		run_test "$p: bad input: wrong NQN" dp_wrap t_dp_bad "$f" wrong_nqn
+		run_test "$p: teardown: subsystems removed, driver unloads" dp_wrap t_dp_teardown "$f"
+	done
+}

@@ -6,6 +6,7 @@
 #   environment); `suite.sh datapath driver=rnvme,c` runs the datapath group with each driver.
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
+. "$RNVME_PROJECT/tools/guest/lifecycle.sh"
 : >"$TAP_FILE"
 
 # ---------------------------------------------------------------- harness (issue 2)
