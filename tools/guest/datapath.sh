@@ -152,13 +152,15 @@ dp_fio() {
 		>/tmp/dp-fio.err 2>&1; then
 		fail "fio $name failed: $(head -c 2000 /tmp/dp-fio.err)"; return 1
 	fi
+	# fio may put notes before the JSON object.
 	sum=$(python3 -c '
 import json, sys
-d = json.load(open(sys.argv[1]))
+t = open(sys.argv[1]).read()
+d = json.loads(t[t.index("\n{") + 1 if not t.startswith("{") else 0:])
 j = d["jobs"]
 print(sum(x["write"]["io_bytes"] for x in j), sum(x["read"]["io_bytes"] for x in j),
       sum(x["error"] for x in j), max(x["job_runtime"] for x in j))' "$j") ||
-		{ fail "fio $name: unreadable JSON"; return 1; }
+		{ fail "fio $name: unreadable JSON: $(head -c 1000 "$j")"; return 1; }
 	read -r w r e rt <<<"$sum"
 	info "fio $name: wrote $w B, read+verified $r B in $((rt / 1000)).$((rt % 1000 / 100)) s"
 	[ "$e" = 0 ] || { fail "fio $name: jobs report error $e"; return 1; }
@@ -239,9 +241,9 @@ t_dp_connect() {
 	grep -qE "^subnqn +: $nqn\$" <<<"$out" || { fail "id-ctrl: subnqn is not $nqn"; return 1; }
 	cntlid=$(awk '$1 == "cntlid" { print $3 }' <<<"$out")
 	[ "$((cntlid))" = "$(cat "$c/cntlid")" ] || { fail "id-ctrl cntlid $cntlid, sysfs $(cat "$c/cntlid")"; return 1; }
-	head -c $((256 << 10)) /dev/urandom >/tmp/dp-pat
+	head -c $((128 << 10)) /dev/urandom >/tmp/dp-pat
 	dp_put "$ns" $((60 << 20)) /tmp/dp-pat 64k && dp_check "$ns" $((60 << 20)) /tmp/dp-pat || return 1
-	info "$n live over $f ${o[*]:-(defaults)}: queue_count $qc, sqsize $sq, $ns in nvme list, id-ctrl ok, 256 KiB read back"
+	info "$n live over $f ${o[*]:-(defaults)}: queue_count $qc, sqsize $sq, $ns in nvme list, id-ctrl ok, 128 KiB read back"
 	dp_disconnect "$c" && dp_no_ctrl
 }
 
@@ -269,20 +271,29 @@ t_dp_fio() {
 	lbs=$(cat "/sys/block/$(basename "$DP_DEV")/queue/logical_block_size")
 	[ "$lbs" = 512 ] || info "logical block size is $lbs: the smallest block size used is $lbs, not 512"
 	# Disjoint regions of the 64 MiB namespace; each job writes, then reads back and verifies.
-	dp_fio seq-1m-qd1 $((4 * M)) $((4 * M)) --rw=write --bs=1M --iodepth=1 --offset=0 --size=4M || return 1
-	dp_fio rand-${lbs}b-qd1-2jobs $((2 * 32 * K)) $((2 * 32 * K)) --rw=randwrite --bs="$lbs" --iodepth=1 \
-		--numjobs=2 --offset=8M --offset_increment=1M --size=32K || return 1
-	dp_fio rand-4k-qd32-2jobs $((2 * 512 * K)) $((2 * 512 * K)) --rw=randwrite --bs=4k --iodepth=32 \
-		--numjobs=2 --offset=12M --offset_increment=1M --size=512K || return 1
-	dp_fio rand-mixed-qd32-2jobs $((2 * 3 * M)) $((2 * 3 * M)) --rw=randwrite --bsrange="$lbs"-1M --iodepth=32 \
-		--numjobs=2 --offset=16M --offset_increment=4M --size=3M || return 1
-	dp_fio seq-128k-qd32-2jobs $((2 * M)) $((2 * M)) --rw=write --bs=128k --iodepth=32 \
-		--numjobs=2 --offset=32M --offset_increment=1M --size=1M || return 1
+	# Small on purpose: a KASAN guest under TCG moves about 1 MiB/s over soft RDMA.
+	local mixed="$lbs/10:1k/10:4k/20:8k/10:12k/10:32k/10:64k/10:256k/10:1m/10"
+	dp_fio seq-1m-qd1 $((2 * M)) $((2 * M)) --rw=write --bs=1M --iodepth=1 --offset=0 --size=2M || return 1
+	dp_fio rand-${lbs}b-qd1-2jobs $((2 * 16 * K)) $((2 * 16 * K)) --rw=randwrite --bs="$lbs" --iodepth=1 \
+		--numjobs=2 --offset=8M --offset_increment=1M --size=16K || return 1
+	dp_fio rand-4k-qd32-2jobs $((2 * 256 * K)) $((2 * 256 * K)) --rw=randwrite --bs=4k --iodepth=32 \
+		--numjobs=2 --offset=12M --offset_increment=1M --size=256K || return 1
+	dp_fio rand-mixed-qd32-2jobs $((2 * 1536 * K)) $((2 * 1536 * K)) --rw=randwrite --bssplit="$mixed" \
+		--iodepth=32 --numjobs=2 --offset=16M --offset_increment=4M --size=1536K || return 1
+	dp_fio seq-128k-qd32-2jobs $((2 * 512 * K)) $((2 * 512 * K)) --rw=write --bs=128k --iodepth=32 \
+		--numjobs=2 --offset=32M --offset_increment=1M --size=512K || return 1
 	# Verified reads of earlier jobs' data, after everything else was written.
-	dp_fio seq-1m-qd1 0 $((4 * M)) --rw=write --bs=1M --iodepth=1 --offset=0 --size=4M --verify_only || return 1
-	dp_fio rand-mixed-qd32-2jobs 0 $((2 * 3 * M)) --rw=randwrite --bsrange="$lbs"-1M --iodepth=32 \
-		--numjobs=2 --offset=16M --offset_increment=4M --size=3M --verify_only || return 1
+	dp_fio seq-1m-qd1 0 $((2 * M)) --rw=write --bs=1M --iodepth=1 --offset=0 --size=2M --verify_only || return 1
+	dp_fio rand-mixed-qd32-2jobs 0 $((2 * 1536 * K)) --rw=randwrite --bssplit="$mixed" \
+		--iodepth=32 --numjobs=2 --offset=16M --offset_increment=4M --size=1536K --verify_only || return 1
 	dp_disconnect "$c"
+}
+
+# dp_files DIR: a 1 MiB file, an odd-sized one, 20 small ones in a subdirectory.
+dp_files() {
+	local i
+	head -c $((1 << 20)) /dev/urandom >"$1/big" && head -c 333333 /dev/urandom >"$1/odd" && mkdir "$1/d" || return 1
+	for i in $(seq 1 20); do head -c $((i * 517)) /dev/urandom >"$1/d/f$i" || return 1; done
 }
 
 # t_dp_fs FABRIC ext4|xfs: a file system survives sync, drop_caches, remount and a reconnect.
@@ -301,9 +312,7 @@ t_dp_fs() {
 	# ext4: no background inode table zeroing competing with the test's I/O.
 	[ "$fs" = ext4 ] && mo=noinit_itable || mo=defaults
 	timeout 60 mount -o "$mo" "$ns" "$m" || { fail "cannot mount $ns ($fs)"; return 1; }
-	head -c $((2 << 20)) /dev/urandom >"$m/big" && head -c 333333 /dev/urandom >"$m/odd" && mkdir "$m/d" &&
-		for i in $(seq 1 20); do head -c $((i * 517)) /dev/urandom >"$m/d/f$i" || exit 1; done ||
-		{ fail "writing files on $fs failed"; umount "$m"; return 1; }
+	dp_files "$m" || { fail "writing files on $fs failed"; umount "$m"; return 1; }
 	(cd "$m" && find . -type f | sort | xargs sha256sum) >/tmp/dp-sums || { umount "$m"; return 1; }
 	sync && echo 3 >/proc/sys/vm/drop_caches
 	(cd "$m" && sha256sum --quiet -c /tmp/dp-sums) || { fail "checksums differ after sync + drop_caches"; umount "$m"; return 1; }
@@ -328,8 +337,8 @@ t_dp_fs() {
 t_dp_interop() {
 	local f=$1 a=$2 b=$3 nqn c ns o1=$((48 << 20)) o2=$((52 << 20))
 	nqn=$(dp_nqn "$f" a)
-	head -c $((2 << 20)) /dev/urandom >/tmp/dp-p1; head -c $((256 << 10)) /dev/urandom >/tmp/dp-p1s
-	head -c $((2 << 20)) /dev/urandom >/tmp/dp-p2; head -c $((256 << 10)) /dev/urandom >/tmp/dp-p2s
+	head -c $((1 << 20)) /dev/urandom >/tmp/dp-p1; head -c $((128 << 10)) /dev/urandom >/tmp/dp-p1s
+	head -c $((1 << 20)) /dev/urandom >/tmp/dp-p2; head -c $((128 << 10)) /dev/urandom >/tmp/dp-p2s
 	# writer DRIVER: load, connect, write the first pattern set, read it back, disconnect.
 	dp_load "$a" || return 1
 	c=$(dp_connect "$f" "$nqn") && ns=$(dp_ns "$nqn") || return 1
@@ -346,7 +355,7 @@ t_dp_interop() {
 	c=$(dp_connect "$f" "$nqn") && ns=$(dp_ns "$nqn") || return 1
 	dp_check "$ns" $o2 /tmp/dp-p2 && dp_check "$ns" $((o2 + (3 << 20))) /tmp/dp-p2s ||
 		{ fail "data written through $(dp_mod "$b") differs when read through $(dp_mod "$a")"; return 1; }
-	info "$(dp_mod "$a") -> $(dp_mod "$b") -> $(dp_mod "$a"): 2 x 2.25 MiB (1 MiB and 4 KiB writes) identical across drivers"
+	info "$(dp_mod "$a") -> $(dp_mod "$b") -> $(dp_mod "$a"): 2 x 1.125 MiB (1 MiB and 4 KiB writes) identical across drivers"
 	dp_disconnect "$c" && dp_no_ctrl && dp_load
 }
 
@@ -469,7 +478,7 @@ t_dp_multi() {
 	pids=()
 	for n in "$nsa" "$nsb"; do
 		timeout 300 fio --name=multi --filename="$n" --ioengine=libaio --direct=1 --rw=randwrite --bsrange=4k-256k \
-			--iodepth=16 --numjobs=2 --size=1M --offset_increment=2M --verify=crc32c --verify_fatal=1 \
+			--iodepth=16 --numjobs=2 --size=512K --offset_increment=1M --verify=crc32c --verify_fatal=1 \
 			--output=/tmp/dp-multi-$(basename "$n").out >/dev/null 2>&1 &
 		pids+=($!)
 	done
