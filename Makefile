@@ -61,7 +61,7 @@ help:
 	@echo "  make demo          build what is missing, boot the reference kernel in QEMU and run the"
 	@echo "                     connect / I/O / disconnect flow through rnvme_rdma (FLAVOUR=debug|release)"
 	@echo "  make check         build everything and run the test suite (TAP; ends 'N passed, N failed');"
-	@echo "                     RNVME_CHECK_GROUPS='harness module datapath lifecycle' adds the long groups"
+	@echo "                     RNVME_CHECK_GROUPS='harness module datapath lifecycle': the full data path group"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
