@@ -734,6 +734,15 @@ impl<T: CtrlOps> Controller<T> {
         unsafe { (*self.tag_set.get()).nr_hw_queues }
     }
 
+    /// Resizes the I/O tag set to `nr` hardware queues (`blk_mq_update_nr_hw_queues`): a
+    /// reconnect may get a different queue count. The I/O queues must be frozen.
+    pub(crate) fn update_io_nr_hw_queues(&self, nr: u32) {
+        let nr = i32::try_from(nr).unwrap_or(i32::MAX);
+        // SAFETY: called after `alloc_io_tag_set` succeeded and before `remove_io_tag_set` (the
+        // transport tracks that); blk-mq serialises the update against the set's queues.
+        unsafe { raw::blk_mq_update_nr_hw_queues(self.tag_set.get(), nr) };
+    }
+
     /// Frees the I/O tag set.
     pub(crate) fn remove_io_tag_set(&self) {
         // SAFETY: the controller is initialised; the core checks that an I/O tag set exists.

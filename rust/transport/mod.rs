@@ -31,14 +31,15 @@ use crate::{
     },
 };
 use core::sync::atomic::{
-    AtomicBool, AtomicU16, AtomicU32, AtomicU64,
-    Ordering::{Acquire, Relaxed, Release},
+    AtomicBool, AtomicI32, AtomicU16, AtomicU32, AtomicU64,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     str::CStr,
-    sync::{aref::ARef, Arc, CondVar, Mutex},
+    sync::{aref::ARef, Arc, Completion, CondVar, Mutex},
+    workqueue,
 };
 
 /// The default NVMe/RDMA service id (`NVME_RDMA_IP_PORT`).
@@ -752,6 +753,69 @@ fn configure_admin_queue(ctrl: &ARef<RCtrl>, new: bool) -> Result {
     Ok(())
 }
 
+/// Allocates and connects one I/O queue.
+fn setup_io_queue(ctrl: &ARef<RCtrl>, qid: u32, qsize: u32) -> Result {
+    let qid = u16::try_from(qid).map_err(|_| EINVAL)?;
+    let q = ctrl.queue(qid).ok_or(EINVAL)?;
+    q.alloc(ctrl, qsize)?;
+    start_queue(ctrl, qid)
+}
+
+/// What the queues set up in parallel share.
+#[pin_data]
+struct SetupCtx {
+    /// Queues still being set up.
+    remaining: AtomicU32,
+    /// The first error (an errno), 0 if none.
+    err: AtomicI32,
+    #[pin]
+    done: Completion,
+}
+
+impl SetupCtx {
+    fn finish(&self, r: Result) {
+        if let Err(e) = r {
+            let _ = self.err.compare_exchange(0, e.to_errno(), AcqRel, Acquire);
+        }
+        if self.remaining.fetch_sub(1, AcqRel) == 1 {
+            self.done.complete_all();
+        }
+    }
+}
+
+/// Allocates and connects I/O queues `first..last` (`nvme_rdma_setup_io_queues`), all at once:
+/// each queue's address/route resolution, connection and Fabrics Connect run in a work item of
+/// the unbound workqueue (the C driver uses async_schedule), so connecting N queues takes about
+/// as long as one. Every queue's connection is bounded in time, so the wait is too. On failure
+/// the caller stops, cancels and frees.
+fn setup_io_queues(ctrl: &ARef<RCtrl>, first: u32, last: u32, qsize: u32) -> Result {
+    if last <= first + 1 {
+        return (first..last).try_for_each(|qid| setup_io_queue(ctrl, qid, qsize));
+    }
+    let ctx = Arc::pin_init(
+        pin_init!(SetupCtx {
+            remaining: AtomicU32::new(last - first),
+            err: AtomicI32::new(0),
+            done <- Completion::new(),
+        }),
+        GFP_KERNEL,
+    )?;
+    for qid in first..last {
+        let (c, x) = (ctrl.clone(), ctx.clone());
+        let spawned = workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+            x.finish(setup_io_queue(&c, qid, qsize));
+        });
+        if spawned.is_err() {
+            ctx.finish(Err(ENOMEM));
+        }
+    }
+    ctx.done.wait_for_completion();
+    match ctx.err.load(Acquire) {
+        0 => Ok(()),
+        e => Err(Error::from_errno(e)),
+    }
+}
+
 fn configure_io_queues(ctrl: &ARef<RCtrl>, new: bool) -> Result {
     let c = ctrl.ctrl();
     let want = c.opts().nr_io_queues();
@@ -773,38 +837,54 @@ fn configure_io_queues(ctrl: &ARef<RCtrl>, new: bool) -> Result {
         ctrl.alloc_io_tag_set::<RdmaMq>(maps, 0)?;
         ctrl.io_set.store(true, Relaxed);
     }
-    let nr_queues = (ctrl.io_nr_hw_queues() + 1).min(c.queue_count());
-    let qsize = u32::from(c.sqsize()) + 1;
-    let mut res = Ok(());
-    for qid in 1..nr_queues {
-        let qid = qid as u16;
-        let Some(q) = ctrl.queue(qid) else { break };
-        if let Err(e) = q.alloc(ctrl, qsize).and_then(|()| start_queue(ctrl, qid)) {
-            res = Err(e);
-            break;
+    // Undoes everything above; `quiesce` once the I/O queues may have been unquiesced.
+    let fail = |quiesce: bool| {
+        if quiesce {
+            c.quiesce_io();
+            c.sync_io();
         }
-    }
-    if let Err(e) = res {
         stop_io_queues(ctrl);
         c.cancel_io();
         if new && ctrl.io_set.swap(false, Relaxed) {
             ctrl.remove_io_tag_set();
         }
         free_io_queues(ctrl);
+    };
+    // Only the queues the tag set has hardware contexts for: on a reconnect the target may
+    // grant a different count than before.
+    let qsize = u32::from(c.sqsize()) + 1;
+    let nr_queues = (ctrl.io_nr_hw_queues() + 1).min(c.queue_count());
+    if let Err(e) = setup_io_queues(ctrl, 1, nr_queues, qsize) {
+        fail(false);
         return Err(e);
     }
     if !new {
         c.start_freeze();
         c.unquiesce_io();
-        let frozen = c.wait_freeze_timeout();
-        c.unfreeze();
-        if !frozen {
-            c.quiesce_io();
-            c.sync_io();
-            stop_io_queues(ctrl);
-            c.cancel_io();
-            free_io_queues(ctrl);
+        if !c.wait_freeze_timeout() {
+            // Likely stuck: fail this attempt rather than hang.
+            c.unfreeze();
+            fail(true);
             return Err(ENODEV);
+        }
+        let before = ctrl.io_nr_hw_queues();
+        ctrl.update_io_nr_hw_queues(c.queue_count() - 1);
+        c.unfreeze();
+        if before != ctrl.io_nr_hw_queues() {
+            cinfo!(
+                ctrl,
+                "I/O hardware queues: {} -> {}\n",
+                before,
+                ctrl.io_nr_hw_queues()
+            );
+        }
+    }
+    // More queues than before (a reconnect): set the new ones up now.
+    let hw = ctrl.io_nr_hw_queues() + 1;
+    if hw > nr_queues {
+        if let Err(e) = setup_io_queues(ctrl, nr_queues, hw, qsize) {
+            fail(true);
+            return Err(e);
         }
     }
     Ok(())
@@ -1319,7 +1399,11 @@ impl MqOps for RdmaMq {
     }
 
     fn poll(q: &Queue) -> i32 {
-        q.poll_cq.poll()
+        let n = q.poll_cq.poll();
+        if n > 0 {
+            STATS.polled_completions.fetch_add(n as u64, Relaxed);
+        }
+        n
     }
 
     fn io_queues(ctrl: &RCtrl) -> [u32; 3] {

@@ -22,6 +22,8 @@ pub(crate) struct Counters {
     pub(crate) remote_invalidations: AtomicU64,
     /// Local invalidations posted.
     pub(crate) local_invalidations: AtomicU64,
+    /// Completions reaped by blk-mq polling (poll queues), not by softirq.
+    pub(crate) polled_completions: AtomicU64,
 }
 
 /// The counters.
@@ -31,6 +33,7 @@ pub(crate) static STATS: Counters = Counters {
     mr_registrations: AtomicU64::new(0),
     remote_invalidations: AtomicU64::new(0),
     local_invalidations: AtomicU64::new(0),
+    polled_completions: AtomicU64::new(0),
 };
 
 /// The debugfs view of [`STATS`].
@@ -47,10 +50,15 @@ impl core::fmt::Debug for Stats {
             "remote_invalidations {}",
             s.remote_invalidations.load(Relaxed)
         )?;
-        write!(
+        writeln!(
             f,
             "local_invalidations {}",
             s.local_invalidations.load(Relaxed)
+        )?;
+        write!(
+            f,
+            "polled_completions {}",
+            s.polled_completions.load(Relaxed)
         )
     }
 }

@@ -37,6 +37,70 @@ t_lc_reset_under_io() {
 	host_disconnect "$LC_NQN"
 }
 
+# The target changes the queue count it grants (nvmet's attr_qid_max, which also drops the
+# controllers): the host reconnects with fewer I/O queues, resizes the tag set (as
+# blk_mq_update_nr_hw_queues in the C driver), then grows back; data written on one queue layout
+# reads back on the other, and I/O runs on every hardware queue.
+t_lc_queue_count() {
+	local f=$1 c n ns qm0 v cpu sub=$NVMET/subsystems/$LC_NQN
+	lc_setup "$f" || return 1
+	[ "$(nproc)" -ge 2 ] || { fail "needs 2 CPUs for 2 I/O queues"; return 1; }
+	read -r qm0 <"$sub/attr_qid_max" || { fail "nvmet has no attr_qid_max"; return 1; }
+	c=$(host_connect "$f" "$LC_NQN" -i 2 --reconnect-delay=1 --ctrl-loss-tmo=60) || return 1
+	n=$(basename "$c")
+	wait_for 30 ns_of "$LC_NQN" || { fail "no namespace"; return 1; }
+	ns=$(ns_of "$LC_NQN")
+	read -r v <"$c/queue_count"; [ "$v" = 3 ] || { fail "$n: queue_count $v, expected 3"; return 1; }
+	head -c $((1 << 20)) /dev/urandom >/tmp/lc-q0; head -c $((1 << 20)) /dev/urandom >/tmp/lc-q1
+	for cpu in 0 1; do
+		taskset -c $cpu dd if=/tmp/lc-q$cpu of="$ns" bs=64k seek=$((cpu * 16)) oflag=direct conv=notrunc status=none ||
+			{ fail "write on CPU $cpu failed"; return 1; }
+	done
+	dmesg_mark
+	echo 1 >"$sub/attr_qid_max" || { fail "cannot set attr_qid_max"; return 1; }
+	lc_requeued "$c" 2 || { echo "$qm0" >"$sub/attr_qid_max"; return 1; }
+	dmesg_since_mark | grep -q 'I/O hardware queues: 2 -> 1' ||
+		{ fail "the tag set was not resized to 1 hardware queue"; echo "$qm0" >"$sub/attr_qid_max"; return 1; }
+	lc_readback "$ns" && lc_hw_queues "$n" 1 || { echo "$qm0" >"$sub/attr_qid_max"; return 1; }
+	dmesg_mark
+	echo "$qm0" >"$sub/attr_qid_max" || { fail "cannot restore attr_qid_max"; return 1; }
+	lc_requeued "$c" 3 || return 1
+	dmesg_since_mark | grep -q 'I/O hardware queues: 1 -> 2' ||
+		{ fail "the tag set did not grow back to 2 hardware queues"; return 1; }
+	lc_readback "$ns" || return 1
+	lc_hw_queues "$n" 2 || return 1
+	info "$n: 2 I/O queues -> 1 -> 2 (tag set resized both ways), 1 MiB written on each CPU read back identical through every queue"
+	host_disconnect "$LC_NQN"
+}
+
+# lc_hw_queues CTRL N: the namespace's request queue (of this controller) has N hardware queues.
+lc_hw_queues() {
+	local q=(/sys/class/nvme/"$1"/nvme*n1/mq/[0-9]*)
+	[ ${#q[@]} = "$2" ] && [ -e "${q[0]}" ] || { fail "$1's namespace has hardware queues [${q[*]##*/}], expected $2"; return 1; }
+}
+
+lc_state_is() { [ "$(cat "$1/queue_count")" = "$2" ] && grep -qx live "$1/state"; }
+# lc_requeued CTRL QUEUE_COUNT: the controller reconnects and comes back live with that count.
+lc_requeued() {
+	local v
+	wait_for 90 lc_state_is "$1" "$2" ||
+		{ fail "$(basename "$1"): state $(cat "$1/state"), queue_count $(cat "$1/queue_count"), expected live with $2"; return 1; }
+	read -r v <"$1/queue_count"
+	info "$(basename "$1") live again with queue_count $v"
+}
+
+# lc_readback NS: what lc_queue_count wrote reads back identical, through every CPU's queue.
+lc_readback() {
+	local cpu src
+	for cpu in 0 1; do
+		for src in 0 1; do
+			taskset -c $cpu dd if="$1" bs=64k skip=$((src * 16)) count=16 iflag=direct status=none >/tmp/lc-r ||
+				{ fail "read on CPU $cpu failed"; return 1; }
+			cmp -s /tmp/lc-r /tmp/lc-q$src || { fail "data written on CPU $src differs read on CPU $cpu"; return 1; }
+		done
+	done
+}
+
 # rmmod with live controllers: they are deleted first, nothing is left behind.
 t_lc_rmmod_live() {
 	local f c1 c2
@@ -56,6 +120,8 @@ t_lc_rmmod_live() {
 group_lifecycle() {
 	run_test "lifecycle: rxe: nvme reset under fio verify" t_lc_reset_under_io rxe
 	run_test "lifecycle: siw: nvme reset under fio verify" t_lc_reset_under_io siw
+	run_test "lifecycle: rxe: queue count shrinks and grows across reconnects" t_lc_queue_count rxe
+	run_test "lifecycle: siw: queue count shrinks and grows across reconnects" t_lc_queue_count siw
 	run_test "lifecycle: rmmod with live controllers on rxe and siw" t_lc_rmmod_live
 }
 

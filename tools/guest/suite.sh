@@ -1,9 +1,12 @@
 #!/bin/bash
 # The in-guest test suite of `make check`: one boot of the debug kernel runs every group below.
-# Usage (under scripts/vm-run): suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw]
-#   groups: harness module (the default), datapath (tools/guest/datapath.sh). driver= and fabrics=
-#   set HOST_DRIVER and DP_FABRICS for the whole run (vm-run passes arguments, not the
-#   environment); `suite.sh datapath driver=rnvme,c` runs the datapath group with each driver.
+# Usage (under scripts/vm-run):
+#   suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw] [cycles=N]
+#   groups: harness module (the default), datapath and datapath_quick (tools/guest/datapath.sh,
+#   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh). driver= and fabrics= set HOST_DRIVER and
+#   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
+#   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
+#   load/unload cycles (100).
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
@@ -183,15 +186,17 @@ group_module() {
 	run_test "module: refuses to load next to the C nvme_rdma" t_refuses_next_to_c
 	run_test "module: keeps serving rdma when the C nvme_rdma loads after it" t_c_loaded_after
 	run_test "module: bad connect requests get clear errors, nothing left behind" t_connect_errors
-	run_test "module: 100 load/unload cycles" t_load_unload_cycles 100
+	run_test "module: $LOAD_CYCLES load/unload cycles" t_load_unload_cycles "$LOAD_CYCLES"
 }
 
 groups=()
+LOAD_CYCLES=100
 for g in "$@"; do
 	case "$g" in
+	cycles=*) LOAD_CYCLES=${g#cycles=};;
 	driver=*) HOST_DRIVER=${g#driver=};;
 	fabrics=*) DP_FABRICS=${g#fabrics=};;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw)" >&2; exit 2;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done
