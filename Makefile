@@ -61,7 +61,7 @@ help:
 	@echo "  make demo          build what is missing, boot the reference kernel in QEMU and run the"
 	@echo "                     connect / I/O / disconnect flow through rnvme_rdma (FLAVOUR=debug|release)"
 	@echo "  make check         build everything and run the test suite (TAP; ends 'N passed, N failed');"
-	@echo "                     (~70 min warm); RNVME_CHECK_GROUPS='module datapath_quick' picks groups,"
+	@echo "                     (~75 min warm); RNVME_CHECK_GROUPS='module datapath_quick' picks groups,"
 	@echo "                     RNVME_CHECK_CYCLES=N sets the module load/unload cycles (25)"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
