@@ -359,14 +359,14 @@ impl<H: CmHandler> Drop for CmId<H> {
         // waits for a running handler.
         unsafe { raw::rdma_destroy_id(self.raw()) };
         if !qp.is_null() {
-            // SAFETY: the QP was created on this id; nothing references it any more (the id is
-            // gone, `qp()` borrows ended with `self`, and MRs taken from the pool were returned by
-            // the completed requests). The MR pool is emptied first, then the QP is destroyed with
-            // the verbs call since the id no longer exists (as the C driver does).
-            unsafe {
-                raw::ib_mr_pool_destroy(qp, &raw mut (*qp).rdma_mrs);
-                raw::rnvme_ib_destroy_qp(qp);
-            }
+            // The MR pool is emptied first, then the QP is destroyed with the verbs call since
+            // the id no longer exists (as the C driver does).
+            // SAFETY: the QP was created on this id and nothing uses its MRs any more (requests
+            // returned them when they completed).
+            unsafe { raw::ib_mr_pool_destroy(qp, &raw mut (*qp).rdma_mrs) };
+            // SAFETY: nothing references the QP (the id is gone, `qp()` borrows ended with
+            // `self`) and its MR pool is empty.
+            unsafe { raw::rnvme_ib_destroy_qp(qp) };
         }
         // SAFETY: `ctx` is the foreign form of our `Arc<Ctx<H>>` (type invariant) and no handler
         // can borrow it any more.
