@@ -34,6 +34,18 @@ key_of() {
 ROOT_KEY=$(key_of "$RNVME_TOP/scripts/versions" root-v1)
 ROOT="$RNVME_CACHE/root-$ROOT_KEY"
 
+# Kernel source tarballs (scripts/buildroot fetches them; kept outside the root).
+KSRC_CACHE="$RNVME_CACHE/linux-source"
+# kernel_source: the tarball to build: the pinned $LINUX_VERSION, else the newest cached
+# ${LINUX_VERSION%.*}.x (see scripts/buildroot for the policy). Fails when there is none.
+kernel_source() {
+	local t
+	if [ -f "$KSRC_CACHE/linux-$LINUX_VERSION.tar.xz" ]; then echo "$KSRC_CACHE/linux-$LINUX_VERSION.tar.xz"; return 0; fi
+	t=$(ls "$KSRC_CACHE"/linux-"${LINUX_VERSION%.*}".*.tar.xz 2>/dev/null | sort -V | tail -n1)
+	[ -n "$t" ] || return 1
+	echo "$t"
+}
+
 # Mount /proc, /sys, /dev (and optional binds) into the root for the duration of a command.
 # Usage: in_root [--bind HOSTDIR ROOTDIR]... -- CMD...
 in_root() {
