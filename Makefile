@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: all modules check demo help host-test lint fmt vm kernel buildroot clean install
+.PHONY: all modules check check-cold demo help host-test lint fmt vm kernel buildroot clean install
 
 all: modules
 
@@ -30,6 +30,9 @@ endif
 check:
 	@tools/check
 
+check-cold:
+	@tools/check-cold
+
 demo:
 	@tools/demo $(FLAVOUR)
 
@@ -41,9 +44,9 @@ lint:
 	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && echo "clippy and unsafe policy: clean"
 
 fmt:
-	@. scripts/lib.sh && k=$$(ls -d "$$ROOT"/usr/src/linux-"$$LINUX_VERSION"-* | head -n1) && \
+	@. scripts/lib.sh && k=$$(scripts/kernel $(FLAVOUR)) && \
 		in_root --bind "$$RNVME_TOP" /mnt/project -- sh -c "cd /mnt/project && \
-		rustfmt --edition 2021 --config-path $${k#"$$ROOT"}/.rustfmt.toml rust/rnvme.rs tools/host-tests/main.rs"
+		rustfmt --edition 2021 --config-path $${k#"$$ROOT"}/source/.rustfmt.toml rust/rnvme.rs tools/host-tests/main.rs"
 
 # make vm SCRIPT=path [ARGS="..."]: run a script in a guest (see scripts/vm-run --help).
 vm:
@@ -61,8 +64,12 @@ help:
 	@echo "  make demo          build what is missing, boot the reference kernel in QEMU and run the"
 	@echo "                     connect / I/O / disconnect flow through rnvme_rdma (FLAVOUR=debug|release)"
 	@echo "  make check         build everything and run the test suite (TAP; ends 'N passed, N failed');"
-	@echo "                     (~75 min warm); RNVME_CHECK_GROUPS='module datapath_quick' picks groups,"
-	@echo "                     RNVME_CHECK_CYCLES=N sets the module load/unload cycles (25)"
+	@echo "                     results, timings and summary.md in \$$RNVME_CACHE/check (see README for times);"
+	@echo "                     RNVME_CHECK_GROUPS='module datapath_quick' picks groups, RNVME_CHECK_CYCLES=N"
+	@echo "                     sets the module load/unload cycles (25), RNVME_CHECK_SELFTESTS=always reruns"
+	@echo "                     cached vm-run self-tests"
+	@echo "  make check-cold    a fresh machine's path from an empty cache: build root, debug kernel, first"
+	@echo "                     guest, with times and disk use (RNVME_COLD_FULL=1: the whole check)"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"

@@ -168,13 +168,19 @@ TAP_FILE=${RNVME_RESULTS:-/tmp}/results.tap
 tap_ok() { echo "ok - $*" | tee -a "$TAP_FILE"; }
 tap_not_ok() { echo "not ok - $*" | tee -a "$TAP_FILE"; }
 tap_skip() { echo "ok - $1 # SKIP ${2:-}" | tee -a "$TAP_FILE"; }
-# run_test NAME FUNC [ARGS...]: run FUNC in a subshell; its status decides the TAP line.
+# run_test NAME FUNC [ARGS...]: run FUNC in a subshell; its status decides the TAP line. The
+# kernel log is marked at the test's start and end, so vm-run attributes any kernel warning to the
+# test that was running (scripts/vm-run, problems.log).
 run_test() {
 	local name=$1; shift
 	local t0=$SECONDS rc
 	echo "# --- $name"
+	echo "rnvme-test: begin $name" >/dev/kmsg
 	( set -o pipefail; "$@" ) 2>&1 | sed 's/^/#   /'
 	rc=${PIPESTATUS[0]}
-	if [ "$rc" = 0 ]; then tap_ok "$name ($((SECONDS - t0)) s)"; else tap_not_ok "$name (exit $rc)"; fi
+	echo "rnvme-test: end $name" >/dev/kmsg
+	if [ "$rc" = 0 ]; then tap_ok "$name ($((SECONDS - t0)) s)"; else tap_not_ok "$name (exit $rc, $((SECONDS - t0)) s)"; fi
 	return 0
 }
+# run_group NAME: the tests that follow belong to group NAME (tools/check counts them per group).
+run_group() { echo "# group $1" | tee -a "$TAP_FILE"; }

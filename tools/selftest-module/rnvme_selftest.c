@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rnvme_selftest: provokes, on request, the kernel conditions that scripts/vm-run must report as
+ * a failed run. Used only by the vm-run self-tests of `make check` (tools/check); never shipped.
+ *
+ *   insmod rnvme_selftest.ko action=leak             unreferenced allocations (kmemleak)
+ *   insmod rnvme_selftest.ko action=lockdep          an AB-BA lock order (lockdep report)
+ *   insmod rnvme_selftest.ko action=debug_locks_off  lockdep switched off without a report
+ */
+#include <linux/debug_locks.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+
+static char *action = "";
+module_param(action, charp, 0444);
+MODULE_PARM_DESC(action, "leak | lockdep | debug_locks_off");
+
+static DEFINE_MUTEX(selftest_a);
+static DEFINE_MUTEX(selftest_b);
+
+/* Not static and not inlined: the pointers live only in this frame and are then forgotten. */
+static noinline void selftest_leak(void)
+{
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		void *p = kmalloc(64 << i, GFP_KERNEL);
+
+		if (p)
+			memset(p, 0x5a, 64 << i);
+		pr_info("rnvme_selftest: leaking an object of %d bytes\n", 64 << i);
+	}
+}
+
+static noinline void selftest_lockdep(void)
+{
+	mutex_lock(&selftest_a);
+	mutex_lock(&selftest_b);
+	mutex_unlock(&selftest_b);
+	mutex_unlock(&selftest_a);
+	/* The reverse order: lockdep reports a possible circular dependency (no real deadlock). */
+	mutex_lock(&selftest_b);
+	mutex_lock(&selftest_a);
+	mutex_unlock(&selftest_a);
+	mutex_unlock(&selftest_b);
+}
+
+static int __init rnvme_selftest_init(void)
+{
+	if (!strcmp(action, "leak"))
+		selftest_leak();
+	else if (!strcmp(action, "lockdep"))
+		selftest_lockdep();
+	else if (!strcmp(action, "debug_locks_off"))
+		debug_locks_off();
+	else
+		return -EINVAL;
+	pr_info("rnvme_selftest: %s done\n", action);
+	return 0;
+}
+
+static void __exit rnvme_selftest_exit(void)
+{
+}
+
+module_init(rnvme_selftest_init);
+module_exit(rnvme_selftest_exit);
+MODULE_DESCRIPTION("rnvme-rdma harness self-test: provokes what vm-run must catch");
+MODULE_LICENSE("GPL");
