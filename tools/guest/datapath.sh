@@ -141,14 +141,15 @@ dp_ns() {
 	dp_until 30 dp_ns_now "$1" || { fail "no namespace block device for $1"; return 1; }
 }
 
-# dp_put DEV OFFSET FILE BS / dp_check DEV OFFSET FILE: direct write / direct read and compare.
+# dp_put DEV OFFSET FILE BS / dp_check DEV OFFSET FILE [BS]: direct write / direct read (BS at a
+# time, default 64k) and compare.
 dp_put() {
 	timeout 120 dd if="$3" of="$1" bs="$4" seek="$2" oflag=direct,seek_bytes conv=notrunc status=none ||
 		{ fail "writing $3 to $1 at $2 failed"; return 1; }
 }
 dp_check() {
 	local len; len=$(stat -c %s "$3")
-	timeout 120 dd if="$1" bs=64k skip="$2" count="$len" iflag=direct,skip_bytes,count_bytes status=none >/tmp/dp-readback ||
+	timeout 120 dd if="$1" bs="${4:-64k}" skip="$2" count="$len" iflag=direct,skip_bytes,count_bytes status=none >/tmp/dp-readback ||
 		{ fail "reading $len bytes from $1 at $2 failed"; return 1; }
 	cmp /tmp/dp-readback "$3" || { fail "data read from $1 at $2 differs from $3"; return 1; }
 }
@@ -182,6 +183,20 @@ dp_stat() {
 	while read -r k v; do [ "$k" = "$1" ] && DP_STAT=$v; done <"$RNVME_STATS"
 	[ -n "$k" ] && [ "$k" = "$1" ] && DP_STAT=$v      # a last line without a newline
 	[ -n "$DP_STAT" ] || { fail "$RNVME_STATS has no '$1' counter"; return 1; }
+}
+# dp_settle: wait (at most ~30 s) until no fast-registered I/O is moving: mr_registrations and the
+# invalidations (remote + local) unchanged for 2 s. Background I/O (the partition scan after a
+# connect, udev probing a device that was closed after writing) would otherwise land in the next
+# measurement, or be registered before a snapshot and invalidated after it.
+dp_settle() {
+	local i prev=- now
+	for ((i = 0; i < 15; i++)); do
+		dp_stats _dp_settle || return 1
+		now="$_dp_settle_mr_registrations/$((_dp_settle_remote_invalidations + _dp_settle_local_invalidations))"
+		[ "$now" = "$prev" ] && return 0
+		prev=$now; dp_sleep 2
+	done
+	info "counters still moving after 30 s ($now)"
 }
 # dp_stats PREFIX: every counter the tests use, into PREFIX_<name> variables.
 dp_stats() {
@@ -467,12 +482,13 @@ t_dp_bad() {
 }
 
 # t_dp_stats FABRIC: rnvme_rdma's counters prove small writes go in-capsule and large I/O through
-# fast registration.
+# fast registration, writes and reads each measured on their own.
 t_dp_stats() {
-	local f=$1 nqn=$DP_NQN-$1-a c ns k v prev=-1 i
+	local f=$1 nqn=$DP_NQN-$1-a c ns k v i out
 	local s0_no_data s0_inline_writes s0_mr_registrations s0_remote_invalidations s0_local_invalidations s0_polled_completions
 	local s1_no_data s1_inline_writes s1_mr_registrations s1_remote_invalidations s1_local_invalidations s1_polled_completions
 	local s2_no_data s2_inline_writes s2_mr_registrations s2_remote_invalidations s2_local_invalidations s2_polled_completions
+	local s3_no_data s3_inline_writes s3_mr_registrations s3_remote_invalidations s3_local_invalidations s3_polled_completions
 	dp_load || return 1
 	[ -r "$RNVME_STATS" ] || { fail "$RNVME_STATS does not exist"; return 1; }
 	while read -r k v || [ -n "$k" ]; do
@@ -482,12 +498,8 @@ t_dp_stats() {
 	c=$DP_CTRL
 	dp_ns "$nqn" || return 1
 	ns=$DP_NS
-	# Let connect-time I/O (partition scan) settle: registrations unchanged for 2 s.
-	for ((i = 0; i < 15; i++)); do
-		dp_stat mr_registrations || return 1
-		[ "$DP_STAT" = "$prev" ] && break
-		prev=$DP_STAT; dp_sleep 2
-	done
+	# Let connect-time I/O (partition scan) settle.
+	dp_settle || return 1
 	dp_stats s0 || return 1
 	# 256 single 4 KiB direct writes (page-aligned buffer: one SGE each), then 4 flushes.
 	head -c $((1 << 20)) /dev/urandom >/tmp/dp-p4k
@@ -502,17 +514,62 @@ t_dp_stats() {
 	[ $di -ge 256 ] || { fail "inline_writes rose by $di, expected >= 256"; return 1; }
 	[ $dm -le 8 ] || { fail "mr_registrations rose by $dm during 4 KiB writes (at most 8 expected)"; return 1; }
 	[ $dn -ge 4 ] || { fail "no_data rose by $dn, expected >= 4 (flushes)"; return 1; }
-	# 16 x 1 MiB direct writes and reads: fast registration, every MR invalidated (remotely or locally).
-	head -c $((16 << 20)) /dev/urandom >/tmp/dp-p1m
-	dp_put "$ns" $((40 << 20)) /tmp/dp-p1m 1M && dp_check "$ns" $((40 << 20)) /tmp/dp-p1m || return 1
+	# N x 1 MiB direct writes, then N x 1 MiB direct reads, each phase measured on its own (the
+	# counters are snapshot after each, once nothing moves any more).
+	#
+	# How many MRs each phase needs (rust/transport/mod.rs, map_data): every request with data
+	# that does not go in-capsule takes exactly one fast-registered MR (one REG_MR, counted in
+	# mr_registrations). Only writes on I/O queues go in-capsule, and only when their payload is
+	# at most the in-capsule size (ioccsz * 16 - 64 bytes: 4 KiB with nvmet-rdma's default
+	# inline_data_size) in at most 4 segments; reads never do.
+	# The block layer splits each 1 MiB bio into requests of at most max_sectors_kb (msk). msk is
+	# at most max_hw_sectors_kb, which the driver sets to max_fr_pages 4 KiB pages (set_limits;
+	# max_fr_pages = min(256, the device's fast-registration page list length - 1): 256 = 1024 KiB
+	# on rxe (list length 512), 255 = 1020 KiB on siw (list length 256)) and the core caps at the
+	# target's MDTS (nvmet-rdma: 1 MiB). So 1 MiB becomes floor(1024 / msk) requests of msk KiB,
+	# plus one request of the remaining 1024 mod msk KiB if that is not 0, and per 1 MiB:
+	#   reads:  floor(1024 / msk) + (remainder > 0) MRs;
+	#   writes: the same, except that a request not larger than the in-capsule size goes inline.
+	# rxe (msk 1024): 1 MR per write, 1 per read; siw (msk 1020): 1 MR per write (the 4 KiB
+	# remainder goes in-capsule), 2 per read. More splitting (segment limits) only adds requests.
+	# Every MR is invalidated when its request completes, remotely (the response came with
+	# SEND_WITH_INVALIDATE: remote_invalidations) or by a posted LOCAL_INV (local_invalidations):
+	# per phase, invalidations >= registrations.
+	local n=16 msk ioccsz="" inl full rem need_w need_r dr invw invr
+	dp_rd msk "/sys/block/${ns#/dev/}/queue/max_sectors_kb"
+	[[ $msk =~ ^[0-9]+$ ]] && [ "$msk" -gt 0 ] || { fail "cannot read max_sectors_kb of $ns ('$msk')"; return 1; }
+	out=$(timeout 30 nvme id-ctrl "/dev/${c##*/}") || { fail "nvme id-ctrl /dev/${c##*/} failed"; return 1; }
+	while read -r k _ v; do [ "$k" = ioccsz ] && ioccsz=$v; done <<<"$out"
+	[[ $ioccsz =~ ^[0-9]+$ ]] || { fail "id-ctrl has no ioccsz ('$ioccsz')"; return 1; }
+	inl=$((ioccsz * 16 - 64))
+	full=$((1024 / msk)) rem=$((1024 % msk))
+	need_r=$((n * (full + (rem > 0))))
+	need_w=$((n * ((msk * 1024 > inl ? full : 0) + (rem > 0 && rem * 1024 > inl))))
+	[ $need_w -gt 0 ] || { fail "max_sectors_kb $msk: 1 MiB writes would all go in-capsule ($inl B)"; return 1; }
+	v=; [ $rem -gt 0 ] && v=" + $rem KiB"
+	info "max_sectors_kb $msk, in-capsule size $inl B: 1 MiB = $full x $msk KiB$v;" \
+		"$n writes need >= $need_w MRs, $n reads >= $need_r"
+	head -c $((n << 20)) /dev/urandom >/tmp/dp-p1m
+	dp_put "$ns" $((40 << 20)) /tmp/dp-p1m 1M || return 1
+	dp_settle || return 1
 	dp_stats s2 || return 1
 	dm=$((s2_mr_registrations - s1_mr_registrations))
-	local dinv=$((s2_remote_invalidations - s1_remote_invalidations + s2_local_invalidations - s1_local_invalidations))
-	info "16 x 1 MiB writes + 1 MiB reads: mr_registrations +$dm, inline_writes +$((s2_inline_writes - s1_inline_writes))," \
+	invw=$((s2_remote_invalidations - s1_remote_invalidations + s2_local_invalidations - s1_local_invalidations))
+	info "$n x 1 MiB writes: mr_registrations +$dm, inline_writes +$((s2_inline_writes - s1_inline_writes))," \
 		"remote_invalidations +$((s2_remote_invalidations - s1_remote_invalidations))," \
 		"local_invalidations +$((s2_local_invalidations - s1_local_invalidations))"
-	[ $dm -ge 32 ] || { fail "mr_registrations rose by $dm, expected >= 32"; return 1; }
-	[ $dinv -ge $dm ] || { fail "$dm registrations but only $dinv invalidations"; return 1; }
+	[ $dm -ge $need_w ] || { fail "$n x 1 MiB writes raised mr_registrations by $dm, expected >= $need_w"; return 1; }
+	[ $invw -ge $dm ] || { fail "writes: $dm registrations but only $invw invalidations"; return 1; }
+	dp_check "$ns" $((40 << 20)) /tmp/dp-p1m 1M || return 1
+	dp_settle || return 1
+	dp_stats s3 || return 1
+	dr=$((s3_mr_registrations - s2_mr_registrations))
+	invr=$((s3_remote_invalidations - s2_remote_invalidations + s3_local_invalidations - s2_local_invalidations))
+	info "$n x 1 MiB reads: mr_registrations +$dr, inline_writes +$((s3_inline_writes - s2_inline_writes))," \
+		"remote_invalidations +$((s3_remote_invalidations - s2_remote_invalidations))," \
+		"local_invalidations +$((s3_local_invalidations - s2_local_invalidations))"
+	[ $dr -ge $need_r ] || { fail "$n x 1 MiB reads raised mr_registrations by $dr, expected >= $need_r"; return 1; }
+	[ $invr -ge $dr ] || { fail "reads: $dr registrations but only $invr invalidations"; return 1; }
 	dp_disconnect "$c"
 }
 
@@ -520,7 +577,9 @@ t_dp_stats() {
 # (io_uring --hipri) is verified and completes through blk-mq polling (rnvme_rdma: a directly
 # polled CQ, counted).
 t_dp_poll() {
-	local f=$1 nqn=$DP_NQN-$1-a c qc v p0="" K=1024
+	local f=$1 nqn=$DP_NQN-$1-a c qc v K=1024 np need dpc dloc
+	local p0_no_data p0_inline_writes p0_mr_registrations p0_remote_invalidations p0_local_invalidations p0_polled_completions
+	local p1_no_data p1_inline_writes p1_mr_registrations p1_remote_invalidations p1_local_invalidations p1_polled_completions
 	dp_load || return 1
 	dp_connect "$f" "$nqn" -W 1 -P 1 || return 1
 	c=$DP_CTRL
@@ -529,18 +588,36 @@ t_dp_poll() {
 	dp_is "$c/queue_count" $qc || { dp_rd v "$c/queue_count"; fail "queue_count $v, expected $qc"; return 1; }
 	dp_ns "$nqn" || return 1
 	DP_DEV=$DP_NS
-	if [ "$HOST_DRIVER" = rnvme ]; then dp_stat polled_completions || return 1; p0=$DP_STAT; fi
+	if [ "$HOST_DRIVER" = rnvme ]; then dp_settle && dp_stats p0 || return 1; fi
 	# Polled I/O is io_uring with IORING_SETUP_IOPOLL (the block layer polls only asynchronous
 	# direct I/O: RWF_HIPRI on synchronous I/O is ignored).
 	dp_fio poll-4k-hipri $((512 * K)) $((512 * K)) --ioengine=io_uring --hipri=1 --rw=randwrite --bs=4k \
 		--iodepth=8 --offset=20M --size=512K || return 1
+	if [ "$HOST_DRIVER" = rnvme ]; then
+		dp_stats p1 || return 1
+		# The polled requests, exactly: fio writes each 4 KiB block of the 512 KiB once (random
+		# map), then reads each back once to verify, all through the io_uring ring with IOPOLL, so
+		# every one is a REQ_POLLED request on the poll queue; dp_fio checked that 512 KiB were
+		# written and 512 KiB read: 128 + 128 = 256 requests of 4 KiB.
+		np=$(((512 * K) / (4 * K) * 2))
+		# Per polled request, on the poll queue's directly polled CQ that only blk-mq polling reaps
+		# (ib_process_cq_direct; each completion it returns is counted): the signalled SEND and
+		# the response RECV; the request ends only when both ran. Its REG_MR (reads: 4 KiB writes
+		# go in-capsule) is unsignalled; a read whose MR the target did not invalidate remotely
+		# also waits for a signalled LOCAL_INV completion, each counted in local_invalidations.
+		dloc=$((p1_local_invalidations - p0_local_invalidations))
+		need=$((2 * np + dloc))
+		dpc=$((p1_polled_completions - p0_polled_completions))
+		info "queue_count $qc; $np polled requests (128 x 4 KiB writes + 128 verify reads), $dloc local" \
+			"invalidations: polled_completions +$dpc (>= $need: 2 per request + 1 per local invalidation)"
+		[ $dpc -ge $need ] || { fail "$dpc completions were polled for $np polled requests and $dloc local invalidations, expected >= $need"; return 1; }
+	fi
 	dp_fio mixed-qd16-libaio $((1024 * K)) $((1024 * K)) --rw=randwrite --bsrange=4k-256k --iodepth=16 \
 		--offset=24M --size=1M || return 1
-	if [ -n "$p0" ]; then
+	if [ "$HOST_DRIVER" = rnvme ]; then
+		# Not polled (libaio: no IOPOLL), so nothing is expected here: for the record.
 		dp_stat polled_completions || return 1
-		info "queue_count $qc; 128 polled 4 KiB writes + 128 polled verify reads: polled_completions +$((DP_STAT - p0))"
-		# Each polled request completes its SEND and its response on the poll queue's CQ.
-		[ $((DP_STAT - p0)) -ge 256 ] || { fail "only $((DP_STAT - p0)) completions were polled for 256 polled requests"; return 1; }
+		info "libaio job (not polled): polled_completions +$((DP_STAT - p1_polled_completions))"
 	fi
 	dp_disconnect "$c"
 }

@@ -12,28 +12,64 @@ lc_setup() {    # lc_setup FABRIC: target with a memory-backed namespace, rnvme_
 	modprobe nvme-rdma && [ -d /sys/module/rnvme_rdma ] || { fail "rnvme_rdma did not load"; return 1; }
 }
 
-# nvme reset while fio writes and verifies: the controller comes back live, no I/O is lost.
+# nvme reset, LC_RESETS times, while fio writes and verifies: each reset happens while fio is
+# running and I/O is completing on the namespace, and I/O completes again after it; the controller
+# comes back live each time with its I/O queues set up again, and fio verifies every block.
+# Writes are random 4-64 KiB (--bsrange; --bs=4k-64k would be 4 KiB only): all but the 4 KiB ones
+# are larger than nvmet-rdma's default in-capsule size (4 KiB), so they go through fast-registered
+# MRs, which the reset tears down with their queues while requests are in flight. fio's writes are
+# capped at 128 KiB/s (--rate=,128k; its verify reads are not), so the 4 MiB write phase lasts at
+# least 32 s however fast the guest: long enough for the resets (a reset stalls the I/O, which
+# only lengthens it), short on the debug guest, which moves well under 1 MiB/s anyway.
+LC_RESETS=2
+
+# lc_ios NS: I/Os completed on NS so far (reads + writes: fields 1 and 5 of its /sys/block stat;
+# the multipath head accounts every request of its paths).
+lc_ios() { local r w; read -r r _ _ _ w _ <"/sys/block/${1#/dev/}/stat" && echo $((r + w)); }
+lc_ios_above() { local n; n=$(lc_ios "$1") && [ "$n" -gt "$2" ]; }
+# lc_io_moves NS FIO_PID WHEN: fio is still running and I/O completes on NS within 60 s.
+lc_io_moves() {
+	local n0
+	kill -0 "$2" 2>/dev/null || { fail "fio had already finished $3"; return 1; }
+	n0=$(lc_ios "$1") || { fail "cannot read /sys/block/${1#/dev/}/stat"; return 1; }
+	wait_for 60 lc_ios_above "$1" "$n0" || { fail "no I/O completed on $1 within 60 s $3"; return 1; }
+}
+
 t_lc_reset_under_io() {
-	local f=$1 c ns dev fpid rc
+	local f=$1 c ns dev fpid rc i n st w0 ws0 w1 ws1 infl
 	lc_setup "$f" || return 1
 	c=$(host_connect "$f" "$LC_NQN") || return 1
 	dev=/dev/$(basename "$c")
 	wait_for 30 ns_of "$LC_NQN" || { fail "no namespace"; return 1; }
 	ns=$(ns_of "$LC_NQN")
+	st=/sys/block/${ns#/dev/}/stat
+	read -r _ _ _ _ w0 _ ws0 _ <"$st" || { fail "cannot read $st"; return 1; }
 	dmesg_mark
-	fio --name=reset --filename="$ns" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k-64k \
-		--size=16M --iodepth=8 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+	timeout 600 fio --name=reset --filename="$ns" --ioengine=libaio --direct=1 --rw=randwrite --bsrange=4k-64k \
+		--size=4M --iodepth=8 --rate=,128k --verify=crc32c --do_verify=1 --verify_fatal=1 \
 		>/tmp/lc-fio.log 2>&1 &
 	fpid=$!
-	sleep 3
-	nvme reset "$dev" || { fail "nvme reset $dev failed"; kill $fpid; return 1; }
-	wait_for 60 grep -qx live "$c/state" || { fail "$(basename "$c") is $(cat "$c/state") after reset"; kill $fpid; return 1; }
+	for ((i = 1; i <= LC_RESETS; i++)); do
+		lc_io_moves "$ns" $fpid "before reset $i" || { kill $fpid; return 1; }
+		read -r _ _ _ _ _ _ _ _ infl _ <"$st"
+		kill -0 $fpid 2>/dev/null || { fail "fio had already finished at reset $i"; return 1; }
+		timeout 120 nvme reset "$dev" || { fail "nvme reset $dev failed"; kill $fpid; return 1; }
+		wait_for 60 grep -qx live "$c/state" || { fail "$(basename "$c") is $(cat "$c/state") after reset $i"; kill $fpid; return 1; }
+		lc_io_moves "$ns" $fpid "after reset $i" || { kill $fpid; return 1; }
+		info "reset $i: fio running, I/O completing before it ($infl requests in flight just before it) and after it"
+	done
 	rc=0; wait $fpid || rc=$?
-	[ $rc = 0 ] || { fail "fio failed across the reset (rc $rc)"; tail -n 20 /tmp/lc-fio.log >&2; return 1; }
+	[ $rc = 0 ] || { fail "fio failed across the resets (rc $rc)"; tail -n 20 /tmp/lc-fio.log >&2; return 1; }
 	grep -q 'err= 0' /tmp/lc-fio.log || { fail "fio reported errors"; tail -n 20 /tmp/lc-fio.log >&2; return 1; }
-	dmesg_since_mark | grep -q 'creating [0-9]* I/O queues' ||
-		{ fail "the reset did not set the I/O queues up again"; return 1; }
-	info "$(basename "$c") reset under I/O, live again, fio verify clean"
+	# The writes really were larger than the in-capsule size on average (with --bs=4k-64k they
+	# were all 8 sectors).
+	read -r _ _ _ _ w1 _ ws1 _ <"$st"
+	[ $((w1 - w0)) -gt 0 ] && [ $(((ws1 - ws0) / (w1 - w0))) -gt 8 ] ||
+		{ fail "fio wrote $((ws1 - ws0)) sectors in $((w1 - w0)) writes: not larger than 4 KiB on average"; return 1; }
+	n=$(dmesg_since_mark | grep -c 'creating [0-9]* I/O queues')
+	[ "$n" -ge $LC_RESETS ] || { fail "the I/O queues were set up again $n times for $LC_RESETS resets"; return 1; }
+	info "$(basename "$c") reset $LC_RESETS times under I/O ($((w1 - w0)) writes of $(((ws1 - ws0) / (w1 - w0) / 2)) KiB on average)," \
+		"live again each time, fio verify clean"
 	host_disconnect "$LC_NQN"
 }
 
