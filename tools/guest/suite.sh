@@ -92,6 +92,13 @@ t_kunit() {
 		done <"$d/results"
 	done
 	info "KUnit: $n cases passed, $bad failed"
+	# Every suite the sources declare must have run (a suite that silently did not run, e.g.
+	# with kunit.autorun off, must not pass).
+	local want missing=()
+	for want in $(grep -rhoE 'kunit_tests\(rnvme_rdma_[a-z0-9_]+\)' "$RNVME_PROJECT/rust" | sed 's/.*(\(.*\))/\1/' | sort -u); do
+		[ -f "/sys/kernel/debug/kunit/$want/results" ] || missing+=("$want")
+	done
+	[ ${#missing[@]} = 0 ] || { fail "KUnit suites that did not run: ${missing[*]}"; return 1; }
 	[ $n -gt 0 ] && [ $bad = 0 ]
 }
 
