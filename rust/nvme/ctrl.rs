@@ -88,26 +88,32 @@ impl Ctrl {
         to_result(unsafe { raw::nvme_delete_ctrl(self.raw()) })
     }
 
-    fn f(&self) -> &raw::nvme_ctrl {
-        // SAFETY: the controller is initialised (type invariant). Fields read through this are
-        // written by the core during (re)connection, which the transport serialises with its
-        // own reads (setup runs in one thread at a time).
-        unsafe { &*self.raw() }
-    }
+    // The getters below read one field each through the raw pointer, never through a reference
+    // to the whole `nvme_ctrl`: other threads write other fields (state, flags, work items,
+    // locks) at any time, which a shared reference would assert immutable. Each field read is
+    // written only as its SAFETY comment says, never concurrently with the read.
 
     /// The controller's instance number (`nvmeN`).
     pub(crate) fn instance(&self) -> i32 {
-        self.f().instance
+        // SAFETY: the controller is initialised (type invariant); `nvme_init_ctrl` set
+        // `instance`, nothing writes it afterwards.
+        unsafe { (*self.raw()).instance }
     }
 
     /// The controller ID the target assigned.
     pub(crate) fn cntlid(&self) -> u16 {
-        self.f().cntlid
+        // SAFETY: the controller is initialised (type invariant); the core writes `cntlid` on the
+        // admin queue's setup (Fabrics Connect, identify), which runs before the I/O queues that
+        // read it connect, and never concurrently with the transport's setup and teardown.
+        unsafe { (*self.raw()).cntlid }
     }
 
     /// Submission queue size (0's based).
     pub(crate) fn sqsize(&self) -> u16 {
-        self.f().sqsize
+        // SAFETY: the controller is initialised (type invariant); `sqsize` is written only on the
+        // setup path (creation, `nvme_init_ctrl_finish`, `set_sqsize`), before the I/O queues
+        // that read it connect, and never concurrently with the transport's setup and teardown.
+        unsafe { (*self.raw()).sqsize }
     }
 
     /// Sets the submission queue size (0's based).
@@ -118,27 +124,41 @@ impl Ctrl {
 
     /// Maximum outstanding commands the controller supports.
     pub(crate) fn maxcmd(&self) -> u16 {
-        self.f().maxcmd
+        // SAFETY: the controller is initialised (type invariant); the core writes `maxcmd` in
+        // `nvme_init_ctrl_finish` (identify), on the setup path that reads it.
+        unsafe { (*self.raw()).maxcmd }
     }
 
     /// I/O queue command capsule size in 16-byte units.
     pub(crate) fn ioccsz(&self) -> u32 {
-        self.f().ioccsz
+        // SAFETY: the controller is initialised (type invariant); the core writes `ioccsz` in
+        // `nvme_init_ctrl_finish` (identify), before the I/O queues that read it are allocated.
+        unsafe { (*self.raw()).ioccsz }
     }
 
     /// In-capsule data offset.
     pub(crate) fn icdoff(&self) -> u16 {
-        self.f().icdoff
+        // SAFETY: the controller is initialised (type invariant); the core writes `icdoff` in
+        // `nvme_init_ctrl_finish` (identify), while no I/O queue is live: the I/O submissions
+        // that read it run only on live queues (those that saw one live finished when it was
+        // stopped and quiesced), which are connected again only afterwards.
+        unsafe { (*self.raw()).icdoff }
     }
 
     /// SGL support bits (`NVME_CTRL_SGLS_*`).
     pub(crate) fn sgls(&self) -> u32 {
-        self.f().sgls
+        // SAFETY: the controller is initialised (type invariant); the core writes `sgls` in
+        // `nvme_init_ctrl_finish` (identify), on the setup path that reads it.
+        unsafe { (*self.raw()).sgls }
     }
 
     /// Number of queues including the admin queue.
     pub(crate) fn queue_count(&self) -> u32 {
-        self.f().queue_count
+        // SAFETY: the controller is initialised (type invariant); `queue_count` is written only
+        // on the setup path (creation, `nvme_init_ctrl_finish`, `set_queue_count`), which the
+        // core and the transport's state machine never run concurrently with the setup and
+        // teardown that read it.
+        unsafe { (*self.raw()).queue_count }
     }
 
     /// Sets the number of queues including the admin queue.
@@ -165,8 +185,12 @@ impl Ctrl {
 
     /// The connect options.
     pub(crate) fn opts(&self) -> &Options {
-        // SAFETY: `opts` is set at creation and stays valid until `free_ctrl`.
-        unsafe { &*self.f().opts.cast::<Options>() }
+        // SAFETY: the controller is initialised (type invariant); `opts` is set at creation,
+        // before `nvme_init_ctrl`, and never written afterwards.
+        let opts = unsafe { (*self.raw()).opts };
+        // SAFETY: the options stay valid until `free_ctrl`, which runs after the last reference
+        // to the controller, so they outlive `self`; `Options` is a transparent wrapper of them.
+        unsafe { &*opts.cast::<Options>() }
     }
 
     /// Completes an asynchronous event (the AER's completion).
@@ -300,7 +324,10 @@ impl Ctrl {
 
     /// `blk_sync_queue` on the admin request queue.
     pub(crate) fn sync_admin(&self) {
-        let q = self.f().admin_q;
+        // SAFETY: the controller is initialised (type invariant); `admin_q` is written when the
+        // admin tag set is allocated, on the setup path, never concurrently with its teardown
+        // that calls this.
+        let q = unsafe { (*self.raw()).admin_q };
         if !q.is_null() {
             // SAFETY: the admin queue lives as long as the admin tag set.
             unsafe { raw::blk_sync_queue(q) };
@@ -558,7 +585,8 @@ impl<T: CtrlOps> Controller<T> {
                 // SAFETY: all-zero is the state `nvme_init_ctrl` expects for the fields it
                 // does not set itself (as the C driver's kzalloc).
                 nctrl <- Opaque::ffi_init(|p: *mut raw::nvme_ctrl| unsafe { p.write_bytes(0, 1) }),
-                // The tag sets are initialised by `nvme_alloc_*_tag_set`.
+                // The tag sets are initialised by `nvme_alloc_*_tag_set`, and not read before:
+                // see `find_rq` for the order that guarantees it.
                 admin_tag_set: Opaque::uninit(),
                 tag_set: Opaque::uninit(),
                 // SAFETY: a zeroed work item is initialised by `rnvme_init_*work` below.
@@ -639,6 +667,10 @@ impl<T: CtrlOps> Controller<T> {
 
     /// Looks up the in-flight request of `command_id` on queue `qid` (0: admin); `None` if the
     /// tag is out of range, not started, or the command's generation does not match.
+    ///
+    /// Called for the responses a queue receives. The transport allocates each tag set before any
+    /// queue that completes into it can receive (the admin tag set before queue 0 connects, the
+    /// I/O tag set before the I/O queues), and removes it only after those queues are drained.
     pub(crate) fn find_rq<M: MqOps<Ctrl = T>>(
         &self,
         qid: u16,
@@ -649,8 +681,9 @@ impl<T: CtrlOps> Controller<T> {
         } else {
             (self.tag_set.get(), u32::from(qid) - 1)
         };
-        // SAFETY: the tag sets are allocated while queues that deliver completions exist (the
-        // transport removes them only after the queues are gone); `nr_hw_queues` bounds `idx`.
+        // SAFETY: a queue receives only while the tag set it completes into is allocated (see
+        // above), so `set` is initialised; the allocation happened before the queue connected,
+        // which orders it before this receive; `nr_hw_queues` bounds `idx`.
         let rq = unsafe {
             if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
                 return None;

@@ -9,8 +9,10 @@
 
 #![deny(unsafe_code)]
 
+mod req_end;
 mod stats;
 
+use req_end::ReqEnd;
 pub(crate) use stats::{Stats, STATS};
 
 use crate::{
@@ -31,7 +33,7 @@ use crate::{
     },
 };
 use core::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicU16, AtomicU32, AtomicU64,
+    AtomicBool, AtomicI32, AtomicU32,
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 use kernel::{
@@ -690,7 +692,23 @@ fn destroy_admin_queue(ctrl: &RCtrl) {
 
 fn configure_admin_queue(ctrl: &ARef<RCtrl>, new: bool) -> Result {
     let q0 = ctrl.queue(0).ok_or(EINVAL)?;
-    q0.alloc(ctrl, AQ_DEPTH)?;
+    // The admin tag set exists before queue 0 can receive and goes only once it cannot any more:
+    // every response there, even one nothing asked for (before the Fabrics Connect), is looked
+    // up in it (`find_rq`). The C driver connects the queue first; the price of this order is a
+    // set allocated before the device's NUMA node is known (the I/O tag set still gets it).
+    if new {
+        ctrl.alloc_admin_tag_set::<RdmaMq>(0)?;
+        ctrl.admin_set.store(true, Relaxed);
+    }
+    let remove_set = |ctrl: &RCtrl| {
+        if new && ctrl.admin_set.swap(false, Relaxed) {
+            ctrl.remove_admin_tag_set();
+        }
+    };
+    if let Err(e) = q0.alloc(ctrl, AQ_DEPTH) {
+        remove_set(ctrl);
+        return Err(e);
+    }
     let r = (|| -> Result {
         let dev = {
             let conn = q0.conn.lock();
@@ -711,21 +729,11 @@ fn configure_admin_queue(ctrl: &ARef<RCtrl>, new: bool) -> Result {
         Ok(())
     })();
     if let Err(e) = r {
+        // Drains queue 0 (if it received anything) before the set goes.
         destroy_admin_queue(ctrl);
+        remove_set(ctrl);
         return Err(e);
     }
-    if new {
-        if let Err(e) = ctrl.alloc_admin_tag_set::<RdmaMq>(0) {
-            destroy_admin_queue(ctrl);
-            return Err(e);
-        }
-        ctrl.admin_set.store(true, Relaxed);
-    }
-    let remove_set = |ctrl: &RCtrl| {
-        if new && ctrl.admin_set.swap(false, Relaxed) {
-            ctrl.remove_admin_tag_set();
-        }
-    };
     if let Err(e) = start_queue(ctrl, 0) {
         remove_set(ctrl);
         destroy_admin_queue(ctrl);
@@ -1122,10 +1130,8 @@ impl CtrlOps for RdmaCtrl {
 #[pin_data]
 pub(crate) struct ReqData {
     qid: u16,
-    /// SEND and response completions outstanding.
-    refs: AtomicU32,
-    status: AtomicU16,
-    result: AtomicU64,
+    /// The completions outstanding (SEND, and response or LOCAL_INV) and the response.
+    end: ReqEnd,
     has_mr: AtomicBool,
     mr_rkey: AtomicU32,
     io: TryCell<ReqIo>,
@@ -1141,12 +1147,13 @@ struct ReqIo {
 /// The blk-mq side of the transport.
 pub(crate) struct RdmaMq;
 
+/// Drops one completion's reference; the last one ends the request (`nvme_rdma_end_request`).
+/// [`ReqEnd::put`] orders the response's status and result before their use here.
 fn end_request(rq: &Request<RdmaMq>) {
-    let d = rq.data();
-    if d.refs.fetch_sub(1, Acquire) != 1 {
+    let Some((status, result)) = rq.data().end.put() else {
         return;
-    }
-    if !rq.try_complete(d.status.load(Relaxed), d.result.load(Relaxed)) {
+    };
+    if !rq.try_complete(status, result) {
         RdmaMq::complete(rq);
     }
 }
@@ -1272,9 +1279,7 @@ impl MqOps for RdmaMq {
         let qid = if admin { 0 } else { hctx_idx as u16 + 1 };
         try_pin_init!(ReqData {
             qid,
-            refs: AtomicU32::new(0),
-            status: AtomicU16::new(0),
-            result: AtomicU64::new(0),
+            end: ReqEnd::new(),
             has_mr: AtomicBool::new(false),
             mr_rkey: AtomicU32::new(0),
             io: TryCell::new(ReqIo {
@@ -1304,7 +1309,7 @@ impl MqOps for RdmaMq {
         }
         rq.start();
         let d = rq.data();
-        d.refs.store(2, Relaxed);
+        d.end.arm(2);
         let stored = d.io.try_with(|io| io.cmd_dma = Some(dma)).is_some();
         let mut sges: [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize] =
             core::array::from_fn(|_| qp::sge(0, 0, 0));
@@ -1471,8 +1476,7 @@ fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &Wc) {
         return;
     };
     let d = rq.data();
-    d.status.store(status.to_le(), Relaxed);
-    d.result.store(result.to_le(), Relaxed);
+    d.end.set_rsp(status.to_le(), result.to_le());
     let has_mr = d.has_mr.load(Relaxed);
     let rkey = d.mr_rkey.load(Relaxed);
     if let Some(inv) = wc.invalidated_rkey() {

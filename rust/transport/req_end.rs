@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! How a request in flight ends: the completions it waits for and the response they deliver (the
+//! C driver's `nvme_rdma_request.ref`, `.status` and `.result`, and `nvme_rdma_end_request`).
+//!
+//! Pure code (only `core`), so that the ordering rule lives in one small type with its tests.
+
+#![deny(unsafe_code)]
+
+use core::sync::atomic::{
+    fence, AtomicU16, AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
+
+/// The completions a request in flight waits for (its SEND, and its response or the LOCAL_INV
+/// posted for it) and the response's status and result.
+///
+/// Each of those completions drops one reference with [`ReqEnd::put`]; the one that drops the last
+/// ends the request with the status and result `put` returns. They can only be read that way, so
+/// that every read is ordered after the writes of all the completions of this use of the request:
+///
+/// - every `put` decrements with `Release`, publishing what its completion wrote before (the
+///   response, [`ReqEnd::set_rsp`]);
+/// - the `put` that takes the count to zero runs an `Acquire` fence before reading: the earlier
+///   decrements are a release sequence on the counter that the last one reads from, so the fence
+///   synchronises with each of them and the response is seen whichever completion recorded it
+///   and on whatever CPU.
+///
+/// This is the ordering of C's `refcount_dec_and_test` (`atomic_fetch_sub_release`, then
+/// `smp_acquire__after_ctrl_dep` when the count reached zero), on which the C driver's
+/// `nvme_rdma_end_request` relies to read `req->status` and `req->result`; `Arc`'s drop does
+/// the same. Decrements with `Acquire` only release nothing: a SEND completion dropping the last
+/// reference on another CPU (a poll queue polled from two CPUs, for instance) could end the
+/// request with the status and result of the tag's previous use.
+///
+/// When the response names a registered MR that the target did not invalidate, the response's
+/// completion records it and posts a LOCAL_INV instead of calling `put`; the LOCAL_INV's
+/// completion calls `put` for it. Posting the work request orders the recording before that
+/// completion (as in C), and that completion's `put` releases it like any other.
+pub(crate) struct ReqEnd {
+    /// Completions outstanding.
+    refs: AtomicU32,
+    /// The response's status (little-endian, as in the CQE).
+    status: AtomicU16,
+    /// The response's result (little-endian, as in the CQE).
+    result: AtomicU64,
+}
+
+impl ReqEnd {
+    /// Nothing in flight.
+    pub(crate) const fn new() -> Self {
+        Self {
+            refs: AtomicU32::new(0),
+            status: AtomicU16::new(0),
+            result: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts a use of the request that ends at the `completions`-th [`ReqEnd::put`].
+    ///
+    /// `Relaxed`, as C's `refcount_set`: the completions can only run after the work requests
+    /// are posted, which orders this store before them.
+    pub(crate) fn arm(&self, completions: u32) {
+        self.refs.store(completions, Relaxed);
+    }
+
+    /// Records the response's status and result (little-endian, as in the CQE). Call it before
+    /// the `put` made for the completion that delivered the response.
+    pub(crate) fn set_rsp(&self, status: u16, result: u64) {
+        // Published by the `put` that follows (see the type's documentation).
+        self.status.store(status, Relaxed);
+        self.result.store(result, Relaxed);
+    }
+
+    /// Drops the reference of one completion. Returns the recorded status and result if it was
+    /// the last one: the caller then ends the request with them.
+    pub(crate) fn put(&self) -> Option<(u16, u64)> {
+        // Release: whatever this completion wrote is visible to the one that ends the request.
+        if self.refs.fetch_sub(1, Release) != 1 {
+            return None;
+        }
+        // Acquire: pairs with the `Release` of every earlier `put` of this use (see above).
+        fence(Acquire);
+        Some((self.status.load(Relaxed), self.result.load(Relaxed)))
+    }
+}
+
+#[cfg_attr(not(test), kernel::macros::kunit_tests(rnvme_rdma_req_end))]
+mod tests {
+    use super::*;
+
+    /// The response completes first: the SEND's completion ends the request with the response.
+    #[test]
+    fn send_completes_last() {
+        let e = ReqEnd::new();
+        e.arm(2);
+        e.set_rsp(0x4002, 0x1122_3344_5566_7788);
+        assert!(e.put().is_none());
+        assert_eq!(e.put(), Some((0x4002, 0x1122_3344_5566_7788)));
+    }
+
+    /// The SEND completes first: the response's completion ends the request.
+    #[test]
+    fn response_completes_last() {
+        let e = ReqEnd::new();
+        e.arm(2);
+        assert!(e.put().is_none());
+        e.set_rsp(0x0002, 7);
+        assert_eq!(e.put(), Some((0x0002, 7)));
+    }
+
+    /// The next use of a tag ends with its own response, not the previous use's.
+    #[test]
+    fn next_use_ends_with_its_own_response() {
+        let e = ReqEnd::new();
+        e.arm(2);
+        e.set_rsp(0x4002, 1);
+        assert!(e.put().is_none());
+        assert_eq!(e.put(), Some((0x4002, 1)));
+        e.arm(2);
+        assert!(e.put().is_none());
+        e.set_rsp(0, 2);
+        assert_eq!(e.put(), Some((0, 2)));
+    }
+
+    /// Exactly one `put` of a use ends the request, also when a use waits for one completion.
+    #[test]
+    fn one_end_per_use() {
+        let e = ReqEnd::new();
+        e.arm(3);
+        e.set_rsp(0, 0);
+        assert!(e.put().is_none());
+        assert!(e.put().is_none());
+        assert!(e.put().is_some());
+        e.arm(1);
+        assert!(e.put().is_some());
+    }
+}
