@@ -69,7 +69,7 @@ help:
 	@echo "                     sets the module load/unload cycles (25), RNVME_CHECK_SELFTESTS=always reruns"
 	@echo "                     cached vm-run self-tests"
 	@echo "  make check-cold    a fresh machine's path from an empty cache: build root, debug kernel, first"
-	@echo "                     guest, with times and disk use (RNVME_COLD_FULL=1: the whole check)"
+	@echo "                     guest (make demo), with times and disk use (RNVME_COLD_FULL=1: then the whole check)"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"

@@ -211,26 +211,14 @@ dp_stats() {
 # jobs together must have written and read back exactly the expected bytes, with no error.
 # (EXPECT_WRITE "-": a --verify_only pass, for which fio counts the skipped writes.)
 dp_fio() {
-	local name=$1 ew=$2 er=$3 j=/tmp/dp-fio-$1.json line sect="" w="" r="" e="" rt=0 v; shift 3
+	local name=$1 ew=$2 er=$3 j=/tmp/dp-fio-$1.json w r e rt; shift 3
 	if ! timeout 300 fio --name="$name" --filename="$DP_DEV" --ioengine=libaio --direct=1 \
 		--verify=crc32c --verify_fatal=1 --group_reporting --output-format=json --output="$j" "$@" \
 		>/tmp/dp-fio.err 2>&1; then
 		fail "fio $name failed: $(head -c 2000 /tmp/dp-fio.err)"; return 1
 	fi
-	# With --group_reporting the JSON has one job: its "error", and "io_bytes" of "read" and
-	# "write" (the first "io_bytes" after each).
-	while IFS= read -r line; do
-		case "$line" in
-		*'"read" : {'*) sect=r;;
-		*'"write" : {'*) sect=w;;
-		*'"trim" : {'*|*'"sync" : {'*) sect="";;
-		*'"io_bytes" : '*)
-			v=${line##*: }; v=${v%,}
-			case "$sect" in r) r=${r:-$v};; w) w=${w:-$v};; esac;;
-		*'"error" : '*) v=${line##*: }; e=${e:-${v%,}};;
-		*'"job_runtime" : '*) v=${line##*: }; rt=${v%,};;
-		esac
-	done <"$j"
+	fio_json "$j"
+	w=$FIO_WRITE r=$FIO_READ e=$FIO_ERR rt=$FIO_RUNTIME_MS
 	[ -n "$w" ] && [ -n "$r" ] && [ -n "$e" ] || { fail "fio $name: unreadable JSON: $(head -c 1000 "$j")"; return 1; }
 	info "fio $name: wrote $w B, read+verified $r B in $((rt / 1000)).$((rt % 1000 / 100)) s"
 	[ "$e" = 0 ] || { fail "fio $name: error $e"; return 1; }
@@ -481,6 +469,20 @@ t_dp_bad() {
 	dp_load
 }
 
+# dp_mr_phase PREV CUR WHAT NEED: once the counters settle, snapshot them as CUR; since PREV,
+# mr_registrations must have risen by at least NEED, and the invalidations (remote + local) by at
+# least as much as the registrations.
+dp_mr_phase() {
+	local -n p_reg=$1_mr_registrations p_rem=$1_remote_invalidations p_loc=$1_local_invalidations p_inl=$1_inline_writes
+	local -n c_reg=$2_mr_registrations c_rem=$2_remote_invalidations c_loc=$2_local_invalidations c_inl=$2_inline_writes
+	dp_settle && dp_stats "$2" || return 1
+	local dm=$((c_reg - p_reg)) drem=$((c_rem - p_rem)) dloc=$((c_loc - p_loc))
+	info "$3: mr_registrations +$dm, inline_writes +$((c_inl - p_inl)), remote_invalidations +$drem," \
+		"local_invalidations +$dloc"
+	[ $dm -ge "$4" ] || { fail "$3 raised mr_registrations by $dm, expected >= $4"; return 1; }
+	[ $((drem + dloc)) -ge $dm ] || { fail "$3: $dm registrations but only $((drem + dloc)) invalidations"; return 1; }
+}
+
 # t_dp_stats FABRIC: rnvme_rdma's counters prove small writes go in-capsule and large I/O through
 # fast registration, writes and reads each measured on their own.
 t_dp_stats() {
@@ -535,7 +537,7 @@ t_dp_stats() {
 	# Every MR is invalidated when its request completes, remotely (the response came with
 	# SEND_WITH_INVALIDATE: remote_invalidations) or by a posted LOCAL_INV (local_invalidations):
 	# per phase, invalidations >= registrations.
-	local n=16 msk ioccsz="" inl full rem need_w need_r dr invw invr
+	local n=16 msk ioccsz="" inl full rem need_w need_r
 	dp_rd msk "/sys/block/${ns#/dev/}/queue/max_sectors_kb"
 	[[ $msk =~ ^[0-9]+$ ]] && [ "$msk" -gt 0 ] || { fail "cannot read max_sectors_kb of $ns ('$msk')"; return 1; }
 	out=$(timeout 30 nvme id-ctrl "/dev/${c##*/}") || { fail "nvme id-ctrl /dev/${c##*/} failed"; return 1; }
@@ -550,26 +552,8 @@ t_dp_stats() {
 	info "max_sectors_kb $msk, in-capsule size $inl B: 1 MiB = $full x $msk KiB$v;" \
 		"$n writes need >= $need_w MRs, $n reads >= $need_r"
 	head -c $((n << 20)) /dev/urandom >/tmp/dp-p1m
-	dp_put "$ns" $((40 << 20)) /tmp/dp-p1m 1M || return 1
-	dp_settle || return 1
-	dp_stats s2 || return 1
-	dm=$((s2_mr_registrations - s1_mr_registrations))
-	invw=$((s2_remote_invalidations - s1_remote_invalidations + s2_local_invalidations - s1_local_invalidations))
-	info "$n x 1 MiB writes: mr_registrations +$dm, inline_writes +$((s2_inline_writes - s1_inline_writes))," \
-		"remote_invalidations +$((s2_remote_invalidations - s1_remote_invalidations))," \
-		"local_invalidations +$((s2_local_invalidations - s1_local_invalidations))"
-	[ $dm -ge $need_w ] || { fail "$n x 1 MiB writes raised mr_registrations by $dm, expected >= $need_w"; return 1; }
-	[ $invw -ge $dm ] || { fail "writes: $dm registrations but only $invw invalidations"; return 1; }
-	dp_check "$ns" $((40 << 20)) /tmp/dp-p1m 1M || return 1
-	dp_settle || return 1
-	dp_stats s3 || return 1
-	dr=$((s3_mr_registrations - s2_mr_registrations))
-	invr=$((s3_remote_invalidations - s2_remote_invalidations + s3_local_invalidations - s2_local_invalidations))
-	info "$n x 1 MiB reads: mr_registrations +$dr, inline_writes +$((s3_inline_writes - s2_inline_writes))," \
-		"remote_invalidations +$((s3_remote_invalidations - s2_remote_invalidations))," \
-		"local_invalidations +$((s3_local_invalidations - s2_local_invalidations))"
-	[ $dr -ge $need_r ] || { fail "$n x 1 MiB reads raised mr_registrations by $dr, expected >= $need_r"; return 1; }
-	[ $invr -ge $dr ] || { fail "reads: $dr registrations but only $invr invalidations"; return 1; }
+	dp_put "$ns" $((40 << 20)) /tmp/dp-p1m 1M && dp_mr_phase s1 s2 "$n x 1 MiB writes" "$need_w" || return 1
+	dp_check "$ns" $((40 << 20)) /tmp/dp-p1m 1M && dp_mr_phase s2 s3 "$n x 1 MiB reads" "$need_r" || return 1
 	dp_disconnect "$c"
 }
 

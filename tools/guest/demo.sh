@@ -27,7 +27,7 @@ summary() {
 # demo_fio rnvme|c DEV: the fio run on DEV; its summary line in sum[rnvme|c]. Fails unless fio
 # wrote DEMO_MB MiB and read back and verified as many bytes, with no error.
 demo_fio() {
-	local d=$1 j=/tmp/fio-$1.json t0 t1 ms line sect="" w="" r="" e="" v rc=0
+	local d=$1 j=/tmp/fio-$1.json t0 t1 ms w r e rc=0
 	: >"$j"
 	t0=${EPOCHREALTIME//[.,]/}
 	timeout 300 fio --name=demo --filename="$2" --direct=1 --ioengine=libaio --rw=randwrite --bsrange=4k-128k \
@@ -35,19 +35,8 @@ demo_fio() {
 		--output-format=json --output="$j" 2>"/tmp/fio-$d.err" || rc=$?
 	t1=${EPOCHREALTIME//[.,]/}
 	ms=$(((t1 - t0) / 1000))
-	# The one job's "error", and "io_bytes" of "read" (the verify reads) and "write" (the first
-	# "io_bytes" after each).
-	while IFS= read -r line; do
-		case "$line" in
-		*'"read" : {'*) sect=r;;
-		*'"write" : {'*) sect=w;;
-		*'"trim" : {'*|*'"sync" : {'*) sect="";;
-		*'"io_bytes" : '*)
-			v=${line##*: }; v=${v%,}
-			case "$sect" in r) r=${r:-$v};; w) w=${w:-$v};; esac;;
-		*'"error" : '*) v=${line##*: }; e=${e:-${v%,}};;
-		esac
-	done <"$j"
+	fio_json "$j"
+	w=$FIO_WRITE r=$FIO_READ e=$FIO_ERR
 	if [ $rc != 0 ] || [ "$e" != 0 ] || [ "$w" != $((DEMO_MB << 20)) ] || [ "$r" != "$w" ]; then
 		sum[$d]="FAILED (fio exit $rc, error ${e:-?}, wrote ${w:-?} B, read back and verified ${r:-?} B; $(head -n1 "/tmp/fio-$d.err"))"
 		echo "fio: ${sum[$d]}"

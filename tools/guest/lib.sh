@@ -159,9 +159,32 @@ load_c_driver() {
 	modprobe nvme-fabrics && insmod "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko"
 }
 
-# Collect the kernel log since the last mark into the results directory.
-dmesg_mark() { _RNVME_DMESG_LINES=$(dmesg | wc -l); }
-dmesg_since_mark() { dmesg | tail -n +$((${_RNVME_DMESG_LINES:-0} + 1)); }
+# fio_json FILE: from fio's JSON output of one job (or --group_reporting): FIO_ERR, FIO_WRITE and
+# FIO_READ (the "io_bytes" of its "write" and "read" sections) and FIO_RUNTIME_MS; parsed with
+# builtins (no exec).
+fio_json() {
+	local line sect="" v
+	FIO_ERR="" FIO_WRITE="" FIO_READ="" FIO_RUNTIME_MS=0
+	while IFS= read -r line; do
+		case "$line" in
+		*'"read" : {'*) sect=r;;
+		*'"write" : {'*) sect=w;;
+		*'"trim" : {'*|*'"sync" : {'*) sect="";;
+		*'"io_bytes" : '*)
+			v=${line##*: }; v=${v%,}
+			case "$sect" in r) FIO_READ=${FIO_READ:-$v};; w) FIO_WRITE=${FIO_WRITE:-$v};; esac;;
+		*'"error" : '*) v=${line##*: }; FIO_ERR=${FIO_ERR:-${v%,}};;
+		*'"job_runtime" : '*) v=${line##*: }; FIO_RUNTIME_MS=${v%,};;
+		esac
+	done <"$1"
+}
+
+# dmesg_mark / dmesg_since_mark: the kernel log since the mark. The mark is a unique line written
+# to the log (at info level: kept off the console), so a log buffer that has wrapped, or lines
+# counted while others are printed, never shift the window; if the mark itself has left the
+# buffer, nothing is returned and a test looking for a message fails visibly.
+dmesg_mark() { _RNVME_MARK="rnvme-mark: $SRANDOM$SRANDOM"; echo "<6>$_RNVME_MARK" >/dev/kmsg; }
+dmesg_since_mark() { dmesg | awk -v m="${_RNVME_MARK:-none}" 'f; index($0, m) { f = 1 }'; }
 
 # --- TAP results (read by tools/check): one line per test in $RNVME_RESULTS/results.tap.
 TAP_FILE=${RNVME_RESULTS:-/tmp}/results.tap

@@ -10,6 +10,7 @@
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
+. "$RNVME_PROJECT/tools/guest/faults.sh"
 : >"$TAP_FILE"
 
 # ---------------------------------------------------------------- harness (issue 2)
