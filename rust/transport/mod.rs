@@ -1586,8 +1586,19 @@ impl TransportOps for Rdma {
             cs(traddr),
             cs(trsvcid)
         );
+        // Listing the controller is the last step that can fail (the list may have to grow). The
+        // controller is live and registered by now: if it fails, take it down through the core
+        // like a deletion and wait for that, and only then fail the create. The options stay the
+        // core's (not taken), which frees them once when the create fails.
+        // (The list's lock is released before the deletion, whose delete_ctrl takes it.)
+        let listed = CTRLS.lock().push(ctrl.clone(), GFP_KERNEL);
+        if let Err(e) = listed {
+            cerr!(ctrl, "cannot list the new controller ({:?}): deleting it\n", e);
+            let _ = ctrl.ctrl().delete();
+            crate::nvme::flush_delete_wq();
+            return Err(e.into());
+        }
         ctrl.take_opts();
-        CTRLS.lock().push(ctrl.clone(), GFP_KERNEL)?;
         Ok(Controller::into_ctrl(ctrl))
     }
 }
