@@ -1593,7 +1593,11 @@ impl TransportOps for Rdma {
         // (The list's lock is released before the deletion, whose delete_ctrl takes it.)
         let listed = CTRLS.lock().push(ctrl.clone(), GFP_KERNEL);
         if let Err(e) = listed {
-            cerr!(ctrl, "cannot list the new controller ({:?}): deleting it\n", e);
+            cerr!(
+                ctrl,
+                "cannot list the new controller ({:?}): deleting it\n",
+                e
+            );
             let _ = ctrl.ctrl().delete();
             crate::nvme::flush_delete_wq();
             return Err(e.into());
