@@ -138,10 +138,9 @@ impl Ctrl {
 
     /// In-capsule data offset.
     pub(crate) fn icdoff(&self) -> u16 {
-        // SAFETY: the controller is initialised (type invariant); the core writes `icdoff` in
-        // `nvme_init_ctrl_finish` (identify), while no I/O queue is live: the I/O submissions
-        // that read it run only on live queues (those that saw one live finished when it was
-        // stopped and quiesced), which are connected again only afterwards.
+        // (The core writes `icdoff` in `nvme_init_ctrl_finish` while no I/O queue is live; I/O
+        // that reads it runs only on live queues, connected again only afterwards.)
+        // SAFETY: the controller is initialised (type invariant); no concurrent write (above).
         unsafe { (*self.raw()).icdoff }
     }
 
@@ -154,10 +153,9 @@ impl Ctrl {
 
     /// Number of queues including the admin queue.
     pub(crate) fn queue_count(&self) -> u32 {
-        // SAFETY: the controller is initialised (type invariant); `queue_count` is written only
-        // on the setup path (creation, `nvme_init_ctrl_finish`, `set_queue_count`), which the
-        // core and the transport's state machine never run concurrently with the setup and
-        // teardown that read it.
+        // (`queue_count` is written only on the setup path: creation, `nvme_init_ctrl_finish`,
+        // `set_queue_count`, never concurrently with the setup and teardown that read it.)
+        // SAFETY: the controller is initialised (type invariant); no concurrent write (above).
         unsafe { (*self.raw()).queue_count }
     }
 
