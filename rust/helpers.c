@@ -4,6 +4,7 @@
  * kernel functions and macros live here: all logic is in Rust.
  */
 #include <linux/blk_types.h>
+#include <linux/error-injection.h>
 #include <linux/module.h>
 #include <linux/namei.h>
 #include <linux/path.h>
@@ -77,6 +78,15 @@ int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
 {
 	return ib_post_send(qp, wr, NULL);
 }
+/* fail_function can make posting fail (tests of the paths that release a request's mappings). */
+ALLOW_ERROR_INJECTION(rnvme_ib_post_send, ERRNO);
+
+struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp)
+{
+	return ib_mr_pool_get(qp, &qp->rdma_mrs);
+}
+/* fail_function can make the MR pool look empty (returns NULL). */
+ALLOW_ERROR_INJECTION(rnvme_ib_mr_pool_get, NULL);
 
 int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 {
@@ -138,7 +148,7 @@ bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_r
 	return nvme_try_complete_req(rq, status, result);
 }
 
-int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt)
+int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir)
 {
 	int ret, nents;
 
@@ -146,7 +156,8 @@ int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table
 	if (ret)
 		return ret;
 	sgt->nents = blk_rq_map_sg(rq, sgt->sgl);
-	nents = ib_dma_map_sg(dev, sgt->sgl, sgt->nents, rq_dma_dir(rq));
+	*dir = rq_dma_dir(rq);
+	nents = ib_dma_map_sg(dev, sgt->sgl, sgt->nents, *dir);
 	if (nents <= 0) {
 		sg_free_table(sgt);
 		return -EIO;
@@ -154,9 +165,9 @@ int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table
 	return nents;
 }
 
-void rnvme_unmap_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int nents)
+void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir)
 {
-	ib_dma_unmap_sg(dev, sgt->sgl, sgt->nents, rq_dma_dir(rq));
+	ib_dma_unmap_sg(dev, sgt->sgl, sgt->nents, dir);
 	sg_free_table(sgt);
 }
 

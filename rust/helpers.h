@@ -36,6 +36,7 @@ struct rdma_cm_id *rnvme_rdma_create_id(struct net *net,
 struct ib_pd;
 struct ib_cq;
 struct ib_qp;
+struct ib_mr;
 struct ib_send_wr;
 struct ib_recv_wr;
 struct ib_pd *rnvme_ib_alloc_pd(struct ib_device *dev, unsigned int flags);
@@ -44,6 +45,8 @@ struct ib_cq *rnvme_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe
 				int comp_vector, int poll_ctx);
 int rnvme_ib_destroy_qp(struct ib_qp *qp);
 int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
+/* ib_mr_pool_get() on the QP's rdma_mrs pool, out of line for fault injection. */
+struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp);
 int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 u64 rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir);
 void rnvme_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size, int dir);
@@ -68,9 +71,10 @@ struct ib_mr;
 struct blk_mq_tags;
 struct nvme_command;
 /* Maps the request's data into @sgt (allocated with room for its physical segments, GFP_ATOMIC)
- * and DMA-maps it for @dev; returns the number of mapped entries or a negative errno. */
-int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt);
-void rnvme_unmap_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int nents);
+ * and DMA-maps it for @dev in direction *@dir (set from the request); returns the number of mapped
+ * entries or a negative errno. rnvme_unmap_rq_data() undoes it with the same @dir. */
+int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir);
+void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir);
 u64 rnvme_sg_dma_address(struct scatterlist *sg);
 unsigned int rnvme_sg_dma_len(struct scatterlist *sg);
 /* ib_map_mr_sg() on 4 KiB pages, then a new rkey (ib_update_fast_reg_key(ib_inc_rkey())). */

@@ -263,8 +263,8 @@ impl<M: MqOps> Request<M> {
         f(cmd)
     }
 
-    /// DMA-maps the submission queue entry for `dev`; undone by [`Request::unmap_cmd`].
-    pub(crate) fn map_cmd(&self, dev: &Device) -> Result<u64> {
+    /// DMA-maps the submission queue entry for `dev`; dropping the mapping unmaps it.
+    pub(crate) fn map_cmd(&self, dev: &Device) -> Result<MappedCmd> {
         // SAFETY: the command buffer lives in the PDU, which does not move while the tag set
         // lives; 64 bytes are mapped to the device.
         let dma = unsafe {
@@ -279,33 +279,12 @@ impl<M: MqOps> Request<M> {
         if unsafe { raw::rnvme_ib_dma_mapping_error(dev.as_raw(), dma) } != 0 {
             return Err(ENOMEM);
         }
-        Ok(dma)
-    }
-
-    /// Hands the mapped command to the device after the CPU wrote it.
-    pub(crate) fn sync_cmd_for_device(&self, dev: &Device, dma: u64) {
-        // SAFETY: `dma` maps this request's command on `dev` (from `map_cmd`).
-        unsafe {
-            raw::rnvme_ib_dma_sync_single_for_device(
-                dev.as_raw(),
-                dma,
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-            )
-        };
-    }
-
-    /// Unmaps the command mapped by [`Request::map_cmd`].
-    pub(crate) fn unmap_cmd(&self, dev: &Device, dma: u64) {
-        // SAFETY: `dma` maps this request's command on `dev` and the device is done with it.
-        unsafe {
-            raw::rnvme_ib_dma_unmap_single(
-                dev.as_raw(),
-                dma,
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-            )
-        };
+        // INVARIANT: `dma` maps the command to `dev`; the caller keeps the device (its queue's
+        // device context) until it dropped the mapping.
+        Ok(MappedCmd {
+            dma,
+            dev: dev.as_raw(),
+        })
     }
 
     /// The number of physical data segments (0: no data).
@@ -332,42 +311,92 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::rnvme_nvme_cid(self.as_raw()) }
     }
 
-    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`.
+    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`; dropping the
+    /// mapping unmaps and frees it.
     pub(crate) fn map_data(&self, dev: &Device) -> Result<MappedSg> {
         // SAFETY: an all-zero sg_table is the empty table.
         let mut table: raw::sg_table = unsafe { core::mem::zeroed() };
-        // SAFETY: the request is owned by the caller and has data segments; `table` is
-        // writable; `dev` is a registered device.
-        let n = unsafe { raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table) };
+        let mut dir: i32 = 0;
+        // SAFETY: the request is owned by the caller and has data segments; `table` and `dir`
+        // are writable; `dev` is a registered device.
+        let n =
+            unsafe { raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir) };
         to_result(n)?;
-        // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev`.
+        // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev` in direction
+        // `dir`; the caller keeps the device (its queue's device context) until it dropped the
+        // mapping.
         Ok(MappedSg {
             table,
             nents: n,
             dev: dev.as_raw(),
+            dir,
         })
-    }
-
-    /// Unmaps and frees what [`Request::map_data`] mapped for this request.
-    pub(crate) fn unmap_data(&self, sg: MappedSg) {
-        let mut sg = core::mem::ManuallyDrop::new(sg);
-        // SAFETY: `sg` was mapped for this request on `sg.dev` (type invariant of `MappedSg`),
-        // which is still registered (the queue that mapped it keeps it), and the device no
-        // longer accesses the data (the request completed).
-        unsafe { raw::rnvme_unmap_rq_data(self.as_raw(), sg.dev, &mut sg.table, sg.nents) };
     }
 }
 
-/// The DMA-mapped scatterlist of a request's data.
+/// The DMA mapping of a request's submission queue entry, unmapped when dropped.
 ///
 /// # Invariants
 ///
-/// `table` is allocated and mapped on `dev` with `nents` DMA entries; it must be given back to
-/// [`Request::unmap_data`] of the same request (dropping it leaks the mapping, with a warning).
+/// `dma` maps the 64-byte command in a request's PDU to `dev` (`DMA_TO_DEVICE`); `dev` stays
+/// registered until the mapping is dropped (the queue that mapped it keeps its device context
+/// until its requests ended).
+pub(crate) struct MappedCmd {
+    dma: u64,
+    dev: *mut raw::ib_device,
+}
+
+// SAFETY: the mapping is a bus address of a device; it may be used and unmapped on any thread.
+unsafe impl Send for MappedCmd {}
+
+impl MappedCmd {
+    /// The command's bus address.
+    pub(crate) fn dma_addr(&self) -> u64 {
+        self.dma
+    }
+
+    /// Hands the command to the device after the CPU wrote it.
+    pub(crate) fn sync_for_device(&self) {
+        // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant).
+        unsafe {
+            raw::rnvme_ib_dma_sync_single_for_device(
+                self.dev,
+                self.dma,
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+    }
+}
+
+impl Drop for MappedCmd {
+    fn drop(&mut self) {
+        // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant); the owner
+        // drops the mapping when the device no longer reads the command (the request's use ended,
+        // or its SEND was never posted).
+        unsafe {
+            raw::rnvme_ib_dma_unmap_single(
+                self.dev,
+                self.dma,
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+    }
+}
+
+/// The DMA-mapped scatterlist of a request's data, unmapped and freed when dropped.
+///
+/// # Invariants
+///
+/// `table` is allocated and mapped on `dev` in direction `dir` with `nents` DMA entries; `dev`
+/// stays registered until the mapping is dropped (the queue that mapped it keeps its device
+/// context until its requests ended).
 pub(crate) struct MappedSg {
     table: raw::sg_table,
     nents: i32,
     dev: *mut raw::ib_device,
+    dir: i32,
 }
 
 // SAFETY: the table is plain memory owned by this object.
@@ -403,7 +432,10 @@ impl MappedSg {
 
 impl Drop for MappedSg {
     fn drop(&mut self) {
-        kernel::pr_warn!("rnvme_rdma: a data mapping was dropped without being unmapped\n");
+        // SAFETY: `table` is mapped on `dev` in direction `dir` (type invariant) and `dev` is
+        // registered; the owner drops the mapping when the device no longer accesses the data
+        // (the request's use ended, or it was never posted).
+        unsafe { raw::rnvme_unmap_rq_data(self.dev, &mut self.table, self.dir) };
     }
 }
 

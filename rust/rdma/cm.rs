@@ -120,10 +120,12 @@ impl CmIdLocked {
     }
 
     /// Creates the id's reliable-connected QP on `pd`, with `cq` for both send and receive
-    /// completions. The QP lives until the owning [`CmId`] is dropped.
+    /// completions. The QP lives until the owning [`CmId`] is dropped; its asynchronous events
+    /// are logged (`qp::qp_event`).
     pub(crate) fn create_qp(&self, pd: &Pd, cq: &Cq, attr: &QpAttr) -> Result {
         // SAFETY: an all-zero ib_qp_init_attr is valid.
         let mut init: raw::ib_qp_init_attr = unsafe { core::mem::zeroed() };
+        init.event_handler = Some(super::qp::qp_event);
         init.send_cq = cq.as_raw();
         init.recv_cq = cq.as_raw();
         init.cap.max_send_wr = attr.max_send_wr;
@@ -169,7 +171,8 @@ impl CmIdLocked {
 /// An owned connection manager id for a reliable-connected queue pair, whose events go to `H`.
 ///
 /// Dropping it destroys the id (waiting for a running handler) and then its QP, if one was
-/// created: the CQ and PD given to [`CmIdLocked::create_qp`] must outlive the `CmId`.
+/// created: the CQ and PD given to [`CmIdLocked::create_qp`] must outlive the `CmId`, and every
+/// [`super::qp::Mr`] taken from the QP's pool must have been dropped before it.
 ///
 /// # Invariants
 ///
@@ -361,8 +364,9 @@ impl<H: CmHandler> Drop for CmId<H> {
         if !qp.is_null() {
             // The MR pool is emptied first, then the QP is destroyed with the verbs call since
             // the id no longer exists (as the C driver does).
-            // SAFETY: the QP was created on this id and nothing uses its MRs any more (requests
-            // returned them when they completed).
+            // SAFETY: the QP was created on this id and every MR taken from its pool is back in
+            // it: a `qp::Mr` returns itself when dropped, and the owner of the id ended the
+            // requests holding them (drain, cancel) before dropping it.
             unsafe { raw::ib_mr_pool_destroy(qp, &raw mut (*qp).rdma_mrs) };
             // SAFETY: nothing references the QP (the id is gone, `qp()` borrows ended with
             // `self`) and its MR pool is empty.

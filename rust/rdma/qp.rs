@@ -190,6 +190,25 @@ unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
     T::done(this, unsafe { &*wc.cast::<Wc>() });
 }
 
+/// The asynchronous event handler of the QPs created by [`super::cm::CmIdLocked::create_qp`]
+/// (`ib_qp_init_attr.event_handler`): logs the event as the C driver's `nvme_rdma_qp_event`
+/// does, at debug level. It may run in atomic context (the provider's event path): it only
+/// prints.
+///
+/// # Safety
+///
+/// Called by ib_core with an event that is valid for the duration of the call.
+pub(super) unsafe extern "C" fn qp_event(
+    event: *mut raw::ib_event,
+    _context: *mut kernel::ffi::c_void,
+) {
+    // SAFETY: `event` is valid during the call (caller).
+    let ev = unsafe { (*event).event };
+    // SAFETY: ib_event_msg returns a static string for any value.
+    let msg = unsafe { CStr::from_char_ptr(raw::ib_event_msg(ev)) };
+    pr_debug!("QP event {} ({})\n", msg.to_str().unwrap_or("?"), ev);
+}
+
 /// A scatter/gather element of a work request.
 pub(crate) type Sge = raw::ib_sge;
 
@@ -239,24 +258,18 @@ impl Qp {
         })
     }
 
-    /// Takes an MR from the pool.
+    /// Takes an MR from the pool (`None`: the pool is empty). The MR goes back to the pool when
+    /// it is dropped.
     pub(crate) fn mr_get(&self) -> Option<Mr> {
-        // SAFETY: the QP is live (type invariant); the pool lock is taken inside.
-        let p = unsafe { raw::ib_mr_pool_get(self.as_raw(), &raw mut (*self.as_raw()).rdma_mrs) };
-        core::ptr::NonNull::new(p).map(Mr)
-    }
-
-    /// Returns an MR taken from this QP's pool.
-    pub(crate) fn mr_put(&self, mr: Mr) {
-        // SAFETY: the QP is live and `mr` came from its pool (callers keep an MR with the queue
-        // whose QP it came from); no work request uses it any more (its request completed).
-        unsafe {
-            raw::ib_mr_pool_put(
-                self.as_raw(),
-                &raw mut (*self.as_raw()).rdma_mrs,
-                mr.0.as_ptr(),
-            )
-        };
+        // SAFETY: the QP is live (type invariant); its pool was initialised with the QP (the
+        // helper calls ib_mr_pool_get on `rdma_mrs`, which takes the pool lock).
+        let p = unsafe { raw::rnvme_ib_mr_pool_get(self.as_raw()) };
+        // INVARIANT: `p` was taken from this QP's pool; the QP's owner keeps it live until every
+        // MR of its pool was dropped (see `Mr`).
+        core::ptr::NonNull::new(p).map(|mr| Mr {
+            mr,
+            qp: self.as_raw(),
+        })
     }
 
     /// Posts an optional memory registration followed by a signalled SEND of `sges`, in one
@@ -319,14 +332,23 @@ impl Qp {
     }
 }
 
-/// A fast-registration memory region from a QP's pool.
+/// A fast-registration memory region from a QP's pool, returned to the pool when dropped
+/// (`ib_mr_pool_put`), on every path: whoever holds it cannot forget to give it back.
 ///
 /// # Invariants
 ///
-/// `self.0` is an MR taken from a live QP's pool with [`Qp::mr_get`].
-pub(crate) struct Mr(core::ptr::NonNull<raw::ib_mr>);
+/// `mr` was taken from the pool of `qp` with [`Qp::mr_get`] and is out of the pool. `qp` stays
+/// live until the `Mr` is dropped: the QP's owner ([`super::cm::CmId`]) destroys it only after
+/// every MR of its pool came back. The transport keeps an MR with the request it registered, and
+/// the queue teardown ends every request (drain, then cancel) before it destroys the QP: the
+/// teardown order that also makes [`QpCell`] sound. (`ib_destroy_qp` warns if MRs are still out.)
+pub(crate) struct Mr {
+    mr: core::ptr::NonNull<raw::ib_mr>,
+    qp: *mut raw::ib_qp,
+}
 
-// SAFETY: an MR may be handed between threads; it is used by one owner at a time.
+// SAFETY: an MR may be handed between threads; it is used by one owner at a time, and giving it
+// back to its pool takes the pool's lock (with interrupts disabled), from any context.
 unsafe impl Send for Mr {}
 // SAFETY: `&Mr` only reads fields that change through `&mut Mr`.
 unsafe impl Sync for Mr {}
@@ -335,19 +357,19 @@ impl Mr {
     /// The current rkey.
     pub(crate) fn rkey(&self) -> u32 {
         // SAFETY: the MR is valid (type invariant).
-        unsafe { (*self.0.as_ptr()).rkey }
+        unsafe { (*self.mr.as_ptr()).rkey }
     }
 
     /// The registered I/O virtual address (after [`Mr::map`]).
     pub(crate) fn iova(&self) -> u64 {
         // SAFETY: the MR is valid (type invariant).
-        unsafe { (*self.0.as_ptr()).iova }
+        unsafe { (*self.mr.as_ptr()).iova }
     }
 
     /// The registered length (after [`Mr::map`]).
     pub(crate) fn length(&self) -> u64 {
         // SAFETY: the MR is valid (type invariant).
-        unsafe { (*self.0.as_ptr()).length }
+        unsafe { (*self.mr.as_ptr()).length }
     }
 
     /// Maps the DMA-mapped scatterlist onto the MR's page list (4 KiB pages) and moves the MR to
@@ -355,17 +377,26 @@ impl Mr {
     pub(crate) fn map(&mut self, sgl: *mut raw::scatterlist, nents: i32) -> Result {
         // SAFETY: the MR is valid and exclusively ours (`&mut`); `sgl` is a DMA-mapped list of
         // `nents` entries (the only caller passes a `MappedSg`'s list).
-        to_result(unsafe { raw::rnvme_ib_map_mr_sg(self.0.as_ptr(), sgl, nents) })
+        to_result(unsafe { raw::rnvme_ib_map_mr_sg(self.mr.as_ptr(), sgl, nents) })
     }
 
     /// The registration work request of the MR's current mapping, completing (on error only)
     /// into `cqe`.
     pub(crate) fn reg_wr(&self, cqe: &Cqe) -> RegWr {
         RegWr {
-            mr: self.0,
+            mr: self.mr,
             key: self.rkey(),
             cqe: cqe.as_raw(),
         }
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: `mr` came from the pool of `qp`, which is live (type invariant); no work
+        // request uses the MR any more: its holder drops it once the request that registered it
+        // ended (or was never posted).
+        unsafe { raw::ib_mr_pool_put(self.qp, &raw mut (*self.qp).rdma_mrs, self.mr.as_ptr()) };
     }
 }
 

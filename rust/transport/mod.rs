@@ -10,15 +10,17 @@
 #![deny(unsafe_code)]
 
 mod req_end;
+mod req_io;
 mod stats;
 
 use req_end::ReqEnd;
+use req_io::ReqIo;
 pub(crate) use stats::{Stats, STATS};
 
 use crate::{
     nvme::{
         ctrl::{Controller, CtrlOps, State},
-        mq::{BlkStatus, MqOps, Request, TimeoutAction},
+        mq::{BlkStatus, MappedCmd, MappedSg, MqOps, Request, TimeoutAction},
         opt, Ctrl, FabricsDevice, Options, TransportOps, TryCell, CTRLS, DEVICES,
     },
     proto::{
@@ -439,6 +441,8 @@ pub(crate) struct Queue {
     num_inline_segments: AtomicU32,
     /// In-capsule data bytes (0 on the admin queue).
     inline_size: AtomicU32,
+    /// An empty MR pool was reported for the current connection.
+    mr_pool_empty: AtomicBool,
     /// The allocated connection (`NVME_RDMA_Q_ALLOCATED`).
     #[pin]
     conn: Mutex<Option<CmId<ConnCm>>>,
@@ -453,6 +457,7 @@ impl Queue {
             poll_cq: PollCell::new(),
             num_inline_segments: AtomicU32::new(0),
             inline_size: AtomicU32::new(0),
+            mr_pool_empty: AtomicBool::new(false),
             conn <- new_mutex!(None),
         })
     }
@@ -547,6 +552,8 @@ impl Queue {
         if let Some(res) = h.state.lock().res.as_ref() {
             self.poll_cq.set(&res.cq);
         }
+        // A new connection has a new, full MR pool.
+        self.mr_pool_empty.store(false, Relaxed);
         self.qp.set(qp);
         *self.conn.lock() = Some(cm);
         Ok(())
@@ -1134,14 +1141,8 @@ pub(crate) struct ReqData {
     end: ReqEnd,
     has_mr: AtomicBool,
     mr_rkey: AtomicU32,
-    io: TryCell<ReqIo>,
-}
-
-/// Mappings of a request in flight.
-struct ReqIo {
-    cmd_dma: Option<u64>,
-    sg: Option<crate::nvme::mq::MappedSg>,
-    mr: Option<Mr>,
+    /// What the request holds while in flight, released when it ends ([`unmap_request`]).
+    io: TryCell<ReqIo<Mr, MappedSg, MappedCmd>>,
 }
 
 /// The blk-mq side of the transport.
@@ -1158,37 +1159,41 @@ fn end_request(rq: &Request<RdmaMq>) {
     }
 }
 
-/// Releases what `queue_rq` mapped.
-fn unmap_request(rq: &Request<RdmaMq>, qp: Option<&qp::Qp>) {
-    let d = rq.data();
-    let done = d.io.try_with(|io| {
-        if let Some(mr) = io.mr.take() {
-            if let Some(qp) = qp {
-                qp.mr_put(mr);
-            }
-        }
-        if let Some(sg) = io.sg.take() {
-            rq.unmap_data(sg);
-        }
-        if let Some(dma) = io.cmd_dma.take() {
-            if let Some(qp) = qp {
-                rq.unmap_cmd(qp.device(), dma);
-            }
-        }
-    });
-    if done.is_none() {
-        pr_err!("rnvme_rdma: request tag {} busy at completion\n", rq.tag());
+/// Ends the request's use of what `queue_rq` mapped for it: its MR goes back to the pool, its
+/// data and command are unmapped (`nvme_rdma_unmap_data` and the SQE unmap of
+/// `nvme_rdma_complete_rq`). The mappings release themselves, so this needs no QP and works
+/// whatever state the queue is in.
+fn unmap_request(rq: &Request<RdmaMq>) {
+    if rq.data().io.try_with(ReqIo::release).is_none() {
+        // Only `queue_rq` holds the state of a request it is submitting, and a response cannot
+        // end a request before its SEND was posted (`ReqEnd::take_response`): a timeout fired
+        // inside `queue_rq`, or this driver broke the protocol. The holder's mappings stay with
+        // it (`ReqIo` leaks them, reported, when they are found later); recovery gives the queue
+        // a fresh MR pool.
+        let ctrl = rq.ctrl();
+        cerr!(ctrl, "request tag {} busy at completion\n", rq.tag());
+        error_recovery(ctrl);
     }
 }
 
-/// Writes the data pointer of the command and prepares the SGEs; returns the SGE count and the
-/// registration to post before the SEND.
+/// What a request's data is mapped with, until `queue_rq` stores it in the request.
+struct DataMap {
+    /// SGEs filled in (the first, for the command, is the caller's).
+    nsge: usize,
+    /// The registration to post before the SEND.
+    reg: Option<qp::RegWr>,
+    sg: Option<MappedSg>,
+    mr: Option<Mr>,
+}
+
+/// Writes the data pointer of the command and prepares the SGEs (`nvme_rdma_map_data`). On error
+/// everything mapped here was released (dropped) again.
 fn map_data(
     q: &Queue,
     qp: &qp::Qp,
     rq: &Request<RdmaMq>,
     sges: &mut [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize],
-) -> Result<(usize, Option<qp::RegWr>)> {
+) -> Result<DataMap> {
     let d = rq.data();
     let ctrl = rq.ctrl();
     rq.with_cmd(|c| c[CMD_FLAGS] |= CMD_SGL_METABUF);
@@ -1197,71 +1202,105 @@ fn map_data(
         let desc = Sgl::Null.encode().map_err(|_| EINVAL)?;
         rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
         STATS.no_data.fetch_add(1, Relaxed);
-        return Ok((1, None));
+        return Ok(DataMap {
+            nsge: 1,
+            reg: None,
+            sg: None,
+            mr: None,
+        });
     }
-    let dev = qp.device();
-    let r = d.io.try_with(|io| -> Result<(usize, Option<qp::RegWr>)> {
-        let sg = rq.map_data(dev)?;
-        let count = sg.nents() as u32;
-        if count <= q.num_inline_segments.load(Relaxed)
-            && rq.is_write()
-            && q.qid != 0
-            && ctrl.use_inline_data.load(Relaxed)
-            && rq.payload_bytes() <= q.inline_size.load(Relaxed)
-        {
-            let lkey = qp.local_dma_lkey();
-            let mut n = 1;
-            let mut len = 0u32;
-            for (addr, l) in sg.entries() {
-                sges[n] = qp::sge(addr, l, lkey);
-                n += 1;
-                len += l;
-            }
-            let desc = Sgl::Inline {
-                offset: u64::from(ctrl.ctrl().icdoff()),
-                len,
-            }
-            .encode()
-            .map_err(|_| EINVAL)?;
-            rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
-            io.sg = Some(sg);
-            STATS.inline_writes.fetch_add(1, Relaxed);
-            return Ok((n, None));
+    let sg = rq.map_data(qp.device())?;
+    let count = sg.nents() as u32;
+    if count <= q.num_inline_segments.load(Relaxed)
+        && rq.is_write()
+        && q.qid != 0
+        && ctrl.use_inline_data.load(Relaxed)
+        && rq.payload_bytes() <= q.inline_size.load(Relaxed)
+    {
+        let lkey = qp.local_dma_lkey();
+        let mut n = 1;
+        let mut len = 0u32;
+        for (addr, l) in sg.entries() {
+            sges[n] = qp::sge(addr, l, lkey);
+            n += 1;
+            len += l;
         }
-        let Some(mut mr) = qp.mr_get() else {
-            rq.unmap_data(sg);
-            return Err(EAGAIN);
-        };
-        if let Err(e) = sg.register(&mut mr) {
-            qp.mr_put(mr);
-            rq.unmap_data(sg);
-            return Err(e);
+        let desc = Sgl::Inline {
+            offset: u64::from(ctrl.ctrl().icdoff()),
+            len,
         }
-        let desc = Sgl::Keyed {
-            addr: mr.iova(),
-            len: mr.length() as u32,
-            key: mr.rkey(),
-            invalidate: true,
-        }
-        .encode();
-        let desc = match desc {
-            Ok(d) => d,
-            Err(_) => {
-                qp.mr_put(mr);
-                rq.unmap_data(sg);
-                return Err(EINVAL);
-            }
-        };
+        .encode()
+        .map_err(|_| EINVAL)?;
         rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
-        let reg = mr.reg_wr(rq.reg_cqe());
-        d.mr_rkey.store(mr.rkey(), Relaxed);
-        d.has_mr.store(true, Relaxed);
-        io.mr = Some(mr);
-        io.sg = Some(sg);
-        STATS.mr_registrations.fetch_add(1, Relaxed);
-        Ok((1, Some(reg)))
-    });
-    r.unwrap_or(Err(EBUSY))
+        STATS.inline_writes.fetch_add(1, Relaxed);
+        return Ok(DataMap {
+            nsge: n,
+            reg: None,
+            sg: Some(sg),
+            mr: None,
+        });
+    }
+    let Some(mut mr) = qp.mr_get() else {
+        // Not expected: the pool has an MR for each request the queue takes, and requests give
+        // theirs back when they end. As in C, blk-mq retries the request later; unlike C (a
+        // warning once per boot), say so once per connection.
+        if !q.mr_pool_empty.swap(true, Relaxed) {
+            cerr!(
+                ctrl,
+                "QID {}: MR pool empty: requests are retried (BLK_STS_RESOURCE)\n",
+                q.qid
+            );
+        }
+        return Err(EAGAIN);
+    };
+    // From here, an error drops `mr` (back to the pool), then `sg` (unmapped).
+    sg.register(&mut mr)?;
+    let desc = Sgl::Keyed {
+        addr: mr.iova(),
+        len: mr.length() as u32,
+        key: mr.rkey(),
+        invalidate: true,
+    }
+    .encode()
+    .map_err(|_| EINVAL)?;
+    rq.with_cmd(|c| c[CMD_DPTR..CMD_DPTR + 16].copy_from_slice(&desc));
+    let reg = mr.reg_wr(rq.reg_cqe());
+    d.mr_rkey.store(mr.rkey(), Relaxed);
+    d.has_mr.store(true, Relaxed);
+    STATS.mr_registrations.fetch_add(1, Relaxed);
+    Ok(DataMap {
+        nsge: 1,
+        reg: Some(reg),
+        sg: Some(sg),
+        mr: Some(mr),
+    })
+}
+
+/// Stores the request's mappings in it and posts its SEND (after the registration, if any). On
+/// error the mappings were released.
+fn post(rq: &Request<RdmaMq>, qp: &qp::Qp, cmd: MappedCmd, m: DataMap, sges: &[qp::Sge]) -> Result {
+    let DataMap { nsge, reg, sg, mr } = m;
+    // Stored before posting: the request can complete as soon as the SEND is posted.
+    let Some(clean) = rq.data().io.try_with(|io| io.set(mr, sg, cmd)) else {
+        // The state is busy (see `unmap_request`): nothing was stored or posted, and the
+        // mappings were released with the unused closure that held them.
+        return Err(EBUSY);
+    };
+    if !clean {
+        cerr!(
+            rq.ctrl(),
+            "request tag {}: leaked the stale mappings of its previous use\n",
+            rq.tag()
+        );
+    }
+    qp.post_send(reg, rq.send_cqe(), &sges[..nsge])
+        .inspect_err(|e| {
+            pr_err!(
+                "nvme_rdma_post_send failed with error code {}\n",
+                e.to_errno()
+            );
+            unmap_request(rq);
+        })
 }
 
 impl MqOps for RdmaMq {
@@ -1282,11 +1321,7 @@ impl MqOps for RdmaMq {
             end: ReqEnd::new(),
             has_mr: AtomicBool::new(false),
             mr_rkey: AtomicU32::new(0),
-            io: TryCell::new(ReqIo {
-                cmd_dma: None,
-                sg: None,
-                mr: None,
-            }),
+            io: TryCell::new(ReqIo::new()),
         })
     }
 
@@ -1298,50 +1333,37 @@ impl MqOps for RdmaMq {
         let Some(qp) = q.qp.get() else {
             return rq.fail_nonready();
         };
-        let dev = qp.device();
-        let Ok(dma) = rq.map_cmd(dev) else {
+        // Every mapping below releases itself when dropped: on an early return, or once stored in
+        // the request, when the request ends (`unmap_request`).
+        let Ok(cmd) = rq.map_cmd(qp.device()) else {
             return BlkStatus::RESOURCE;
         };
         let st = rq.setup_cmd();
         if st != BlkStatus::OK {
-            rq.unmap_cmd(dev, dma);
             return st;
         }
         rq.start();
-        let d = rq.data();
-        d.end.arm(2);
-        let stored = d.io.try_with(|io| io.cmd_dma = Some(dma)).is_some();
+        rq.data().end.arm(2);
         let mut sges: [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize] =
             core::array::from_fn(|_| qp::sge(0, 0, 0));
-        let mapped = if stored {
-            map_data(q, qp, rq, &mut sges)
-        } else {
-            Err(EBUSY)
-        };
-        let err = match mapped {
-            Ok((n, reg)) => {
-                sges[0] = qp::sge(dma, SQE_LEN, qp.local_dma_lkey());
-                rq.sync_cmd_for_device(dev, dma);
-                match qp.post_send(reg, rq.send_cqe(), &sges[..n]) {
+        let err = match map_data(q, qp, rq, &mut sges) {
+            Ok(m) => {
+                sges[0] = qp::sge(cmd.dma_addr(), SQE_LEN, qp.local_dma_lkey());
+                cmd.sync_for_device();
+                match post(rq, qp, cmd, m, &sges) {
                     Ok(()) => return BlkStatus::OK,
-                    Err(e) => {
-                        pr_err!(
-                            "nvme_rdma_post_send failed with error code {}\n",
-                            e.to_errno()
-                        );
-                        e
-                    }
+                    Err(e) => e,
                 }
             }
             Err(e) => {
-                pr_err!("Failed to map data ({})\n", e.to_errno());
+                // An empty MR pool (EAGAIN) was reported once by `map_data`.
+                if e != EAGAIN {
+                    pr_err!("Failed to map data ({})\n", e.to_errno());
+                }
+                drop(cmd);
                 e
             }
         };
-        unmap_request(rq, Some(qp));
-        if !stored {
-            rq.unmap_cmd(dev, dma);
-        }
         if err == EIO {
             return rq.host_path_error();
         }
@@ -1354,8 +1376,7 @@ impl MqOps for RdmaMq {
     }
 
     fn complete(rq: &Request<Self>) {
-        let qp = rq.ctrl().queue(rq.data().qid).and_then(|q| q.qp.get());
-        unmap_request(rq, qp);
+        unmap_request(rq);
         rq.complete_local();
     }
 
@@ -1476,6 +1497,13 @@ fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &Wc) {
         return;
     };
     let d = rq.data();
+    if !d.end.take_response() {
+        // Only one response per command: a second one must not end the request, which may be
+        // in `queue_rq` again by now.
+        cerr!(ctrl, "second response for command_id {:#x}\n", cid);
+        error_recovery(ctrl);
+        return;
+    }
     d.end.set_rsp(status.to_le(), result.to_le());
     let has_mr = d.has_mr.load(Relaxed);
     let rkey = d.mr_rkey.load(Relaxed);

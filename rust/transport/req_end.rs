@@ -8,7 +8,7 @@
 #![deny(unsafe_code)]
 
 use core::sync::atomic::{
-    fence, AtomicU16, AtomicU32, AtomicU64,
+    fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64,
     Ordering::{Acquire, Relaxed, Release},
 };
 
@@ -37,9 +37,16 @@ use core::sync::atomic::{
 /// completion records it and posts a LOCAL_INV instead of calling `put`; the LOCAL_INV's
 /// completion calls `put` for it. Posting the work request orders the recording before that
 /// completion (as in C), and that completion's `put` releases it like any other.
+///
+/// A use accepts one response ([`ReqEnd::take_response`]). So the reference of the SEND can only
+/// be dropped by the SEND's own completion, and a request cannot end before `queue_rq` posted it:
+/// a target answering a command twice (C would end the request twice) cannot end it while
+/// `queue_rq` still holds its state and mappings.
 pub(crate) struct ReqEnd {
     /// Completions outstanding.
     refs: AtomicU32,
+    /// This use had its response.
+    responded: AtomicBool,
     /// The response's status (little-endian, as in the CQE).
     status: AtomicU16,
     /// The response's result (little-endian, as in the CQE).
@@ -51,17 +58,29 @@ impl ReqEnd {
     pub(crate) const fn new() -> Self {
         Self {
             refs: AtomicU32::new(0),
+            responded: AtomicBool::new(false),
             status: AtomicU16::new(0),
             result: AtomicU64::new(0),
         }
     }
 
-    /// Starts a use of the request that ends at the `completions`-th [`ReqEnd::put`].
+    /// Starts a use of the request that ends at the `completions`-th [`ReqEnd::put`] and accepts
+    /// one response.
     ///
     /// `Relaxed`, as C's `refcount_set`: the completions can only run after the work requests
     /// are posted, which orders this store before them.
     pub(crate) fn arm(&self, completions: u32) {
+        self.responded.store(false, Relaxed);
         self.refs.store(completions, Relaxed);
+    }
+
+    /// Claims the response of this use: `false` if it already had one (the target answered the
+    /// command twice), and then the caller must neither record it nor count it.
+    ///
+    /// `Relaxed`: only the atomicity of the swap matters (one of two racing responses wins); the
+    /// response's data is published by `put` as always.
+    pub(crate) fn take_response(&self) -> bool {
+        !self.responded.swap(true, Relaxed)
     }
 
     /// Records the response's status and result (little-endian, as in the CQE). Call it before
@@ -121,6 +140,20 @@ mod tests {
         assert!(e.put().is_none());
         e.set_rsp(0, 2);
         assert_eq!(e.put(), Some((0, 2)));
+    }
+
+    /// A second response in one use is refused, so only the SEND's completion can end the use.
+    #[test]
+    fn one_response_per_use() {
+        let e = ReqEnd::new();
+        e.arm(2);
+        assert!(e.take_response());
+        e.set_rsp(0, 1);
+        assert!(e.put().is_none());
+        assert!(!e.take_response());
+        assert_eq!(e.put(), Some((0, 1)));
+        e.arm(2);
+        assert!(e.take_response());
     }
 
     /// Exactly one `put` of a use ends the request, also when a use waits for one completion.

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What a request in flight holds (the C driver's `nvme_rdma_request.mr`, `.data_sgl` and
+//! `.sqe.dma`) and the one rule by which it is given back.
+//!
+//! Generic over the three kinds of mapping so that the rule is tested with stand-ins (KUnit
+//! below). The transport uses it with `qp::Mr`, `mq::MappedSg` and `mq::MappedCmd`, which release
+//! themselves when dropped: the MR goes back to its QP's pool, the data and the command are
+//! DMA-unmapped. Nothing here needs the queue's QP, so a request ends the same way whatever state
+//! its queue is in.
+
+#![deny(unsafe_code)]
+
+/// The MR (`M`), data mapping (`S`) and command mapping (`C`) of the current use of a request,
+/// from `queue_rq` (which stores them before posting the SEND) until the use ends.
+///
+/// - [`ReqIo::release`] ends the use: it drops them, which releases them, in the C driver's order
+///   (`nvme_rdma_complete_rq`: the MR back to its pool, the data unmapped, the command unmapped).
+///   Every use ends with it: when the request completes, or when its submission fails after
+///   storing them. Each mapping is owned once, so it is released once.
+/// - Mappings still held when a new use stores its own ([`ReqIo::set`]) or when the request is
+///   freed (drop) are stale: their use ended without `release`, because the completion found the
+///   request's state busy. They may belong to a QP or device that has gone since, and the HCA may
+///   still use them: they are leaked, reported, and never released.
+pub(crate) struct ReqIo<M, S, C> {
+    mr: Option<M>,
+    sg: Option<S>,
+    cmd: Option<C>,
+}
+
+impl<M, S, C> ReqIo<M, S, C> {
+    /// Nothing held.
+    pub(crate) const fn new() -> Self {
+        Self {
+            mr: None,
+            sg: None,
+            cmd: None,
+        }
+    }
+
+    /// Holds the mappings of a new use. Returns `false` if stale mappings had to be leaked.
+    pub(crate) fn set(&mut self, mr: Option<M>, sg: Option<S>, cmd: C) -> bool {
+        let clean = self.leak();
+        self.mr = mr;
+        self.sg = sg;
+        self.cmd = Some(cmd);
+        clean
+    }
+
+    /// Ends the use: releases the MR, then the data mapping, then the command mapping.
+    pub(crate) fn release(&mut self) {
+        drop(self.mr.take());
+        drop(self.sg.take());
+        drop(self.cmd.take());
+    }
+
+    /// Forgets whatever is held, without releasing it. Returns `true` if nothing was held.
+    fn leak(&mut self) -> bool {
+        let empty = self.mr.is_none() && self.sg.is_none() && self.cmd.is_none();
+        core::mem::forget(self.mr.take());
+        core::mem::forget(self.sg.take());
+        core::mem::forget(self.cmd.take());
+        empty
+    }
+}
+
+impl<M, S, C> Drop for ReqIo<M, S, C> {
+    fn drop(&mut self) {
+        if !self.leak() {
+            kernel::pr_err!("leaked the stale mappings of a request being freed\n");
+        }
+    }
+}
+
+#[kernel::macros::kunit_tests(rnvme_rdma_req_io)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+    /// Records the order in which stand-ins are released: each drop appends its digit.
+    struct Log(AtomicU32);
+
+    impl Log {
+        fn new() -> Self {
+            Self(AtomicU32::new(0))
+        }
+
+        fn get(&self) -> u32 {
+            self.0.load(Relaxed)
+        }
+
+        fn push(&self, digit: u32) {
+            self.0.store(self.get() * 10 + digit, Relaxed);
+        }
+    }
+
+    /// A stand-in for a mapping: dropping it is releasing it.
+    struct Probe<'a>(&'a Log, u32);
+
+    impl Drop for Probe<'_> {
+        fn drop(&mut self) {
+            self.0.push(self.1);
+        }
+    }
+
+    type Io<'a> = ReqIo<Probe<'a>, Probe<'a>, Probe<'a>>;
+
+    /// A use with an MR releases the MR, then the data, then the command, each once.
+    #[test]
+    fn release_in_c_order_once() {
+        let log = Log::new();
+        let mut io: Io<'_> = ReqIo::new();
+        assert!(io.set(Some(Probe(&log, 1)), Some(Probe(&log, 2)), Probe(&log, 3)));
+        assert_eq!(log.get(), 0);
+        io.release();
+        assert_eq!(log.get(), 123);
+        io.release();
+        drop(io);
+        assert_eq!(log.get(), 123);
+    }
+
+    /// A use without data holds and releases the command mapping only.
+    #[test]
+    fn release_without_data() {
+        let log = Log::new();
+        let mut io: Io<'_> = ReqIo::new();
+        assert!(io.set(None, None, Probe(&log, 3)));
+        io.release();
+        assert_eq!(log.get(), 3);
+    }
+
+    /// Consecutive uses each release their own mappings.
+    #[test]
+    fn uses_release_their_own() {
+        let log = Log::new();
+        let mut io: Io<'_> = ReqIo::new();
+        assert!(io.set(None, Some(Probe(&log, 2)), Probe(&log, 3)));
+        io.release();
+        assert!(io.set(Some(Probe(&log, 1)), Some(Probe(&log, 2)), Probe(&log, 3)));
+        io.release();
+        assert_eq!(log.get(), 23_123);
+    }
+
+    /// Mappings of a use that did not end with `release` are never released, not even when a
+    /// new use replaces them; the new use's own are.
+    #[test]
+    fn stale_mappings_are_not_released() {
+        let log = Log::new();
+        let mut io: Io<'_> = ReqIo::new();
+        assert!(io.set(Some(Probe(&log, 7)), Some(Probe(&log, 8)), Probe(&log, 9)));
+        assert!(!io.set(Some(Probe(&log, 1)), Some(Probe(&log, 2)), Probe(&log, 3)));
+        assert_eq!(log.get(), 0);
+        io.release();
+        assert_eq!(log.get(), 123);
+    }
+
+    /// Freeing a request whose mappings are stale does not release them.
+    #[test]
+    fn stale_mappings_are_not_released_when_freed() {
+        let log = Log::new();
+        let mut io: Io<'_> = ReqIo::new();
+        assert!(io.set(Some(Probe(&log, 1)), None, Probe(&log, 3)));
+        drop(io);
+        assert_eq!(log.get(), 0);
+    }
+}
