@@ -1336,6 +1336,7 @@ impl MqOps for RdmaMq {
         // Every mapping below releases itself when dropped: on an early return, or once stored in
         // the request, when the request ends (`unmap_request`).
         let Ok(cmd) = rq.map_cmd(qp.device()) else {
+            STATS.resource_retries.fetch_add(1, Relaxed);
             return BlkStatus::RESOURCE;
         };
         let st = rq.setup_cmd();
@@ -1369,6 +1370,7 @@ impl MqOps for RdmaMq {
         }
         rq.cleanup_cmd();
         if err == ENOMEM || err == EAGAIN {
+            STATS.resource_retries.fetch_add(1, Relaxed);
             BlkStatus::RESOURCE
         } else {
             BlkStatus::IOERR

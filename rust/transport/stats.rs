@@ -24,6 +24,9 @@ pub(crate) struct Counters {
     pub(crate) local_invalidations: AtomicU64,
     /// Completions reaped by blk-mq polling (poll queues), not by softirq.
     pub(crate) polled_completions: AtomicU64,
+    /// Requests handed back to blk-mq for a later retry (`BLK_STS_RESOURCE`: an empty MR pool, a
+    /// mapping or a post that failed for lack of resources). Only failure paths count here.
+    pub(crate) resource_retries: AtomicU64,
 }
 
 /// The counters.
@@ -34,6 +37,7 @@ pub(crate) static STATS: Counters = Counters {
     remote_invalidations: AtomicU64::new(0),
     local_invalidations: AtomicU64::new(0),
     polled_completions: AtomicU64::new(0),
+    resource_retries: AtomicU64::new(0),
 };
 
 /// The debugfs view of [`STATS`].
@@ -55,10 +59,11 @@ impl core::fmt::Debug for Stats {
             "local_invalidations {}",
             s.local_invalidations.load(Relaxed)
         )?;
-        write!(
+        writeln!(
             f,
             "polled_completions {}",
             s.polled_completions.load(Relaxed)
-        )
+        )?;
+        write!(f, "resource_retries {}", s.resource_retries.load(Relaxed))
     }
 }

@@ -69,8 +69,79 @@ t_fault_connect_alloc() {
 	rmmod rnvme_rdma && target_subsys_del "$nqn"
 }
 
+# ff_set FUNC RETVAL PROBABILITY: fail_function injects RETVAL into FUNC (an ALLOW_ERROR_INJECTION
+# hook of rnvme_rdma's helpers.c) silently, with PROBABILITY percent (shared by all functions
+# injected at once), only when rnvme_rdma's queue_rq is on the stack (the stack filter; the task
+# filter cannot be used: fail_function decides inside a kprobe's int3 handler, which x86 runs as an
+# NMI, and fail_task() accepts task context only).
+ff_set() {
+	local d=/sys/kernel/debug/fail_function r
+	r=$(fault_range rnvme_rdma 'MqOps8queue_rq') || { fail "no queue_rq of rnvme_rdma in /proc/kallsyms"; return 1; }
+	echo "$1" >$d/inject && printf "%#x" "$2" >$d/"$1"/retval && echo "$3" >$d/probability &&
+		echo -1 >$d/times && echo 0 >$d/verbose && echo 1 >$d/interval && echo N >$d/task-filter &&
+		echo "${r% *}" >$d/require-start && echo "${r#* }" >$d/require-end ||
+		{ fail "cannot set up fail_function for $1"; return 1; }
+}
+ff_clear() {
+	local d=/sys/kernel/debug/fail_function
+	echo >$d/inject; echo 0 >$d/require-start; echo 18446744073709551615 >$d/require-end
+}
+
+# t_fault_submit FABRIC: a request's submission fails half way, often, under crc32c-verified I/O:
+# the MR pool looks empty (rnvme_ib_mr_pool_get returns NULL) and posting the SEND fails
+# (rnvme_ib_post_send returns -ENOMEM), each in 20 % of submissions (under queue_rq) and nowhere
+# else; blk-mq resubmits those requests later (each attempt succeeds with 64 %). Every request that failed must
+# have released what it had mapped (its MR back to the pool, its data and command unmapped), or
+# the pool drains and the queue returns BLK_STS_RESOURCE forever: fio then cannot finish. Each
+# failure is one `resource_retries`; both kinds must have happened (their messages), every byte
+# verifies, and after disconnect and unload the kernel log, KASAN and kmemleak are clean (an MR
+# left out of its pool makes ib_dealloc_pd warn).
+t_fault_submit() {
+	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-submit-$1 c log r0 r1 rc=0
+	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
+	target_subsys_add "$nqn" mem:32 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	dp_load rnvme || return 1
+	c=$(host_connect "$f" "$nqn") && dp_ns "$nqn" || return 1
+	dp_stat resource_retries || return 1
+	r0=$DP_STAT
+	dmesg_mark
+	ff_set rnvme_ib_mr_pool_get 0 20 && ff_set rnvme_ib_post_send -12 20 || { ff_clear; return 1; }
+	DP_DEV=$DP_NS
+	# 128 KiB requests: every one (read or write) needs an MR; 16 MiB at queue depth 16.
+	fio --name=submit --filename="$DP_DEV" --ioengine=libaio \
+		--direct=1 --rw=randwrite --bs=128k --iodepth=16 --size=16M --verify=crc32c --verify_fatal=1 \
+		--output-format=json --output=/tmp/fault-submit.json >/tmp/fault-submit.err 2>&1 &
+	local pid=$! t0=$SECONDS
+	while kill -0 $pid 2>/dev/null && [ $((SECONDS - t0)) -lt 300 ]; do sleep 1; done
+	ff_clear
+	if kill -0 $pid 2>/dev/null; then
+		fail "fio still running after 300 s with failing submissions (a drained MR pool retries forever)"
+		kill $pid; wait $pid; rc=1
+	elif ! wait $pid; then
+		fail "fio failed: $(head -c 2000 /tmp/fault-submit.err)"; rc=1
+	else
+		fio_json /tmp/fault-submit.json
+		info "fio: wrote $FIO_WRITE B, read+verified $FIO_READ B in $((FIO_RUNTIME_MS / 1000)) s, error $FIO_ERR"
+		[ "$FIO_ERR" = 0 ] && [ "$FIO_WRITE" = 16777216 ] && [ "$FIO_READ" = 16777216 ] ||
+			{ fail "fio: expected 16 MiB written and verified without error"; rc=1; }
+	fi
+	dp_stat resource_retries || return 1
+	r1=$DP_STAT
+	log=$(dmesg_since_mark)
+	info "resource_retries +$((r1 - r0)); MR pool empty reported $(grep -c 'MR pool empty' <<<"$log")x, post failures logged $(grep -c 'post_send failed' <<<"$log")x"
+	[ $((r1 - r0)) -gt 0 ] || { fail "no submission failed: nothing was injected"; rc=1; }
+	grep -q 'MR pool empty' <<<"$log" || { fail "no injected empty MR pool was reported"; rc=1; }
+	grep -q 'nvme_rdma_post_send failed' <<<"$log" || { fail "no injected post failure was reported"; rc=1; }
+	# The MRs all came back: the controller disconnects (ib_mr_pool_destroy, ib_dealloc_pd) and
+	# the module unloads.
+	host_disconnect "$nqn" && rmmod rnvme_rdma && target_subsys_del "$nqn" || rc=1
+	return $rc
+}
+
 group_faults() {
 	run_test "faults: rxe: connect with an allocation failing at each chosen point (fail-nth)" t_fault_connect_alloc rxe all
+	run_test "faults: rxe: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit rxe
+	run_test "faults: siw: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit siw
 }
 
 # Opt-in (`suite.sh faults_listing`; not yet in make check: its run time on the debug guest is
