@@ -28,6 +28,12 @@ void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl)
 	nvme_get_ctrl(ctrl);
 }
 
+/* An exported function with CONFIG_NVME_HOST_AUTH, an empty inline without: wrapped for both. */
+void rnvme_nvme_auth_stop(struct nvme_ctrl *ctrl)
+{
+	nvme_auth_stop(ctrl);
+}
+
 void rnvme_nvme_put_ctrl(struct nvme_ctrl *ctrl)
 {
 	nvme_put_ctrl(ctrl);
@@ -201,6 +207,11 @@ unsigned int rnvme_blk_rq_payload_bytes(struct request *rq)
 	return blk_rq_payload_bytes(rq);
 }
 
+bool rnvme_rq_is_passthrough(struct request *rq)
+{
+	return blk_rq_is_passthrough(rq);
+}
+
 bool rnvme_rq_is_write(struct request *rq)
 {
 	return rq_data_dir(rq) == WRITE;
@@ -292,4 +303,9 @@ struct work_struct *rnvme_delayed_work_work(struct delayed_work *w)
 void rnvme_flush_nvme_delete_wq(void)
 {
 	flush_workqueue(nvme_delete_wq);
+}
+
+struct workqueue_struct *rnvme_alloc_setup_wq(void)
+{
+	return alloc_workqueue("rnvme_rdma_setup", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 }

@@ -20,6 +20,8 @@ struct nvmf_ctrl_options;
 
 /* nvme.h: reference counting of a controller (its struct device). */
 void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl);
+/* nvme_auth_stop(): waits for and cancels DH-HMAC-CHAP re-authentication work. */
+void rnvme_nvme_auth_stop(struct nvme_ctrl *ctrl);
 void rnvme_nvme_put_ctrl(struct nvme_ctrl *ctrl);
 
 /* Whether a module of this name is currently present (looks at /sys/module/NAME). */
@@ -81,6 +83,7 @@ unsigned int rnvme_sg_dma_len(struct scatterlist *sg);
 int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents);
 unsigned short rnvme_blk_rq_nr_phys_segments(struct request *rq);
 unsigned int rnvme_blk_rq_payload_bytes(struct request *rq);
+bool rnvme_rq_is_passthrough(struct request *rq);
 bool rnvme_rq_is_write(struct request *rq);
 struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id);
 bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live);
@@ -102,5 +105,8 @@ bool rnvme_queue_reset_work(struct work_struct *w);
 bool rnvme_queue_nvme_delayed_work(struct delayed_work *w, unsigned long delay_secs);
 struct work_struct *rnvme_delayed_work_work(struct delayed_work *w);
 void rnvme_flush_nvme_delete_wq(void);
+/* The module's queue-setup workqueue: unbound, with a rescuer (WQ_MEM_RECLAIM). */
+struct workqueue_struct;
+struct workqueue_struct *rnvme_alloc_setup_wq(void);
 
 #endif

@@ -39,6 +39,8 @@ struct RnvmeRdma {
     #[pin]
     stats: kernel::debugfs::File<transport::Stats>,
     _debugfs: kernel::debugfs::Dir,
+    /// The queue-setup workqueue, destroyed after every controller is gone.
+    _setup_wq: nvme::SetupWq,
 }
 
 impl kernel::InPlaceModule for RnvmeRdma {
@@ -54,6 +56,8 @@ impl kernel::InPlaceModule for RnvmeRdma {
                     return Err(EBUSY);
                 }
             },
+            // Before the transport registers: a connect may need it at once.
+            _setup_wq: nvme::SetupWq::new()?,
             ib_client <- rdma::ClientRegistration::new(),
             transport <- nvme::TransportRegistration::new(module),
             _reaper: transport::Reaper,

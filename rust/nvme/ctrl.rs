@@ -237,6 +237,8 @@ ctrl_calls! {
     cancel_admin => nvme_cancel_admin_tagset;
     /// `nvme_stop_keep_alive`.
     stop_keep_alive => nvme_stop_keep_alive;
+    /// `nvme_auth_stop`: cancels DH-HMAC-CHAP re-authentication and waits for it to finish.
+    auth_stop => rnvme_nvme_auth_stop;
     /// `nvme_uninit_ctrl`.
     uninit => nvme_uninit_ctrl;
     /// `nvme_start_freeze`.

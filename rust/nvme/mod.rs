@@ -237,6 +237,57 @@ pub(crate) fn flush_delete_wq() {
     unsafe { raw::rnvme_flush_nvme_delete_wq() };
 }
 
+/// The module's queue-setup workqueue (`rnvme_rdma_setup`: unbound, `WQ_MEM_RECLAIM`), set while
+/// a [`SetupWq`] exists.
+static SETUP_WQ: core::sync::atomic::AtomicPtr<raw::workqueue_struct> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Owns the module's queue-setup workqueue, for work that reset and reconnect wait for.
+///
+/// Reset, error recovery and reconnect run on nvme-core's `WQ_MEM_RECLAIM` workqueues so that
+/// they progress when memory is short and reclaim waits for this controller's I/O. Work they wait
+/// for must have the same guarantee: the system workqueues have no rescuer, and under memory
+/// pressure a work item there may wait for a worker that cannot be created. This queue has a
+/// rescuer thread. Created at module load, destroyed (after running what is queued) at unload,
+/// after every controller is gone.
+pub(crate) struct SetupWq(());
+
+impl SetupWq {
+    /// Allocates the workqueue.
+    pub(crate) fn new() -> Result<Self> {
+        // SAFETY: no preconditions; returns NULL on failure.
+        let wq = unsafe { raw::rnvme_alloc_setup_wq() };
+        if wq.is_null() {
+            return Err(ENOMEM);
+        }
+        SETUP_WQ.store(wq, core::sync::atomic::Ordering::Release);
+        Ok(Self(()))
+    }
+}
+
+impl Drop for SetupWq {
+    fn drop(&mut self) {
+        let wq = SETUP_WQ.swap(core::ptr::null_mut(), core::sync::atomic::Ordering::AcqRel);
+        // SAFETY: `wq` was allocated by `new` and is destroyed once (swapped out); nothing queues
+        // to it any more (only controllers do, and the module deletes them all before this field
+        // is dropped); destroy_workqueue runs what is still queued first.
+        unsafe { raw::destroy_workqueue(wq) };
+    }
+}
+
+/// Runs `f` on the module's queue-setup workqueue ([`SetupWq`]). Only for controllers (which
+/// exist only while the workqueue does).
+pub(crate) fn spawn_setup<T: 'static + Send + FnOnce()>(f: T) -> Result {
+    let wq = SETUP_WQ.load(core::sync::atomic::Ordering::Acquire);
+    if wq.is_null() {
+        return Err(ENODEV);
+    }
+    // SAFETY: `wq` is live: it is destroyed only after every controller is gone, and only
+    // controllers call this; the reference does not outlive the call.
+    let q = unsafe { kernel::workqueue::Queue::from_raw(wq) };
+    q.try_spawn(GFP_KERNEL, f).map_err(|_| ENOMEM)
+}
+
 /// A cell whose value is used by one party at a time, from any context (process, softirq):
 /// [`TryCell::try_with`] never waits, it fails if the value is in use. For per-request state that
 /// blk-mq already hands to one owner at a time: a failure reveals a protocol breach (for example a

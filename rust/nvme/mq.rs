@@ -299,6 +299,13 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::rnvme_blk_rq_payload_bytes(self.as_raw()) }
     }
 
+    /// Whether the request carries a command built by its submitter (`blk_rq_is_passthrough`):
+    /// its submission queue entry is filled in before `queue_rq`.
+    pub(crate) fn is_passthrough(&self) -> bool {
+        // SAFETY: the request is valid (type invariant).
+        unsafe { raw::rnvme_rq_is_passthrough(self.as_raw()) }
+    }
+
     /// Whether data moves from the host to the controller.
     pub(crate) fn is_write(&self) -> bool {
         // SAFETY: the request is valid (type invariant).

@@ -7,6 +7,8 @@
 
 #![deny(unsafe_code)]
 
+pub(crate) mod capsule;
 pub(crate) mod cm;
+pub(crate) mod inval;
 pub(crate) mod sgl;
 pub(crate) mod status;

@@ -24,7 +24,9 @@ use crate::{
         opt, Ctrl, FabricsDevice, Options, TransportOps, TryCell, CTRLS, DEVICES,
     },
     proto::{
+        capsule,
         cm::{parse_rej, CmRej, CmReq},
+        inval::{self, Invalidation},
         sgl::Sgl,
     },
     rdma::{
@@ -43,7 +45,6 @@ use kernel::{
     prelude::*,
     str::CStr,
     sync::{aref::ARef, Arc, Completion, CondVar, Mutex},
-    workqueue,
 };
 
 /// The default NVMe/RDMA service id (`NVME_RDMA_IP_PORT`).
@@ -800,8 +801,11 @@ impl SetupCtx {
 
 /// Allocates and connects I/O queues `first..last` (`nvme_rdma_setup_io_queues`), all at once:
 /// each queue's address/route resolution, connection and Fabrics Connect run in a work item of
-/// the unbound workqueue (the C driver uses async_schedule), so connecting N queues takes about
-/// as long as one. Every queue's connection is bounded in time, so the wait is too. On failure
+/// the module's setup workqueue, so connecting N queues takes about as long as one. That
+/// workqueue has a rescuer (`nvme::SetupWq`): the reset and reconnect work waiting here runs on
+/// nvme-core's `WQ_MEM_RECLAIM` queues and must not depend on a workqueue that can stall under
+/// memory pressure (the C driver's `async_schedule_domain` uses `system_unbound_wq`, which can). Every queue's connection is bounded in time,
+/// so the wait is too. On failure
 /// the caller stops, cancels and frees.
 fn setup_io_queues(ctrl: &ARef<RCtrl>, first: u32, last: u32, qsize: u32) -> Result {
     if last <= first + 1 {
@@ -817,7 +821,7 @@ fn setup_io_queues(ctrl: &ARef<RCtrl>, first: u32, last: u32, qsize: u32) -> Res
     )?;
     for qid in first..last {
         let (c, x) = (ctrl.clone(), ctx.clone());
-        let spawned = workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+        let spawned = crate::nvme::spawn_setup(move || {
             x.finish(setup_io_queue(&c, qid, qsize));
         });
         if spawned.is_err() {
@@ -1103,6 +1107,10 @@ impl CtrlOps for RdmaCtrl {
         c.unquiesce_io();
         teardown_admin_queue(ctrl, false);
         c.unquiesce_admin();
+        // Re-authentication work (queued by a target asking for it, or a new key written to
+        // sysfs) must not run on the torn-down admin queue, nor beside the reconnect's own
+        // authentication on the same DH-HMAC-CHAP context (`nvme_auth_stop`, as C does here).
+        c.auth_stop();
         if !c.change_state(State::Connecting) {
             return;
         }
@@ -1303,6 +1311,24 @@ fn post(rq: &Request<RdmaMq>, qp: &qp::Qp, cmd: MappedCmd, m: DataMap, sges: &[q
         })
 }
 
+/// A request the queue cannot take now (`nvme_fail_nonready_command`, which requeues anything
+/// retriable while the controller resets), except DH-HMAC-CHAP messages outside `Connecting`:
+/// they fail at once. A re-authentication's messages belong to the association it started on, and
+/// the core submits them retriable: requeued, they would wait for the next association while error
+/// recovery waits for the re-authentication to end (`nvme_auth_stop`) before it reconnects: a
+/// deadlock the C driver has. Failed, the re-authentication ends with an error and the reconnect
+/// authenticates afresh.
+fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
+    // (Only a passthrough request has its command in place before `setup_cmd`.)
+    if rq.ctrl().ctrl().state() != State::Connecting
+        && rq.is_passthrough()
+        && rq.with_cmd(|c| capsule::is_auth(c))
+    {
+        return rq.host_path_error();
+    }
+    rq.fail_nonready()
+}
+
 impl MqOps for RdmaMq {
     type Ctrl = RdmaCtrl;
     type Data = ReqData;
@@ -1328,10 +1354,10 @@ impl MqOps for RdmaMq {
     fn queue_rq(q: &Queue, rq: &Request<Self>, _last: bool) -> BlkStatus {
         let live = q.live.load(Acquire);
         if !rq.check_ready(live) {
-            return rq.fail_nonready();
+            return fail_nonready(rq);
         }
         let Some(qp) = q.qp.get() else {
-            return rq.fail_nonready();
+            return fail_nonready(rq);
         };
         // Every mapping below releases itself when dropped: on an early return, or once stored in
         // the request, when the request ends (`unmap_request`).
@@ -1507,34 +1533,41 @@ fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &Wc) {
         return;
     }
     d.end.set_rsp(status.to_le(), result.to_le());
-    let has_mr = d.has_mr.load(Relaxed);
     let rkey = d.mr_rkey.load(Relaxed);
-    if let Some(inv) = wc.invalidated_rkey() {
-        if !has_mr || inv != rkey {
+    let mine = d.has_mr.load(Relaxed).then_some(rkey);
+    match inval::on_response(mine, wc.invalidated_rkey()) {
+        Invalidation::Nothing => {}
+        Invalidation::Remote => {
+            STATS.remote_invalidations.fetch_add(1, Relaxed);
+        }
+        Invalidation::Bogus => {
+            // Deliberately unlike C (which ends the request now with the target's status): the
+            // command's own MR may still be open to the target, so the request ends only when
+            // recovery has stopped the QP, as aborted, and is retried (`proto::inval`).
             cerr!(
                 ctrl,
                 "Bogus remote invalidation for rkey {:#x}\n",
-                if has_mr { rkey } else { 0 }
+                mine.unwrap_or(0)
             );
             error_recovery(ctrl);
             return;
         }
-        STATS.remote_invalidations.fetch_add(1, Relaxed);
-    } else if has_mr {
-        let posted = ctrl
-            .queue(qe.qid)
-            .and_then(|q| q.qp.get())
-            .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
-        match posted {
-            Some(Ok(())) => STATS.local_invalidations.fetch_add(1, Relaxed),
-            _ => {
-                cerr!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
-                error_recovery(ctrl);
-                return;
-            }
-        };
-        // The local invalidation's completion ends the request.
-        return;
+        Invalidation::Local => {
+            let posted = ctrl
+                .queue(qe.qid)
+                .and_then(|q| q.qp.get())
+                .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
+            match posted {
+                Some(Ok(())) => STATS.local_invalidations.fetch_add(1, Relaxed),
+                _ => {
+                    cerr!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
+                    error_recovery(ctrl);
+                    return;
+                }
+            };
+            // The local invalidation's completion ends the request.
+            return;
+        }
     }
     end_request(rq);
 }

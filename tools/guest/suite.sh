@@ -75,7 +75,12 @@ t_module_loads() {
 	[ ! -d /sys/module/nvme_rdma ] || { fail "the C nvme_rdma got loaded"; return 1; }
 	info "rnvme_rdma $(cat /sys/module/rnvme_rdma/version) loaded ($(modinfo -F description rnvme_rdma))"
 	[ "$(modinfo -F license rnvme_rdma)" = GPL ] || { fail "license is not GPL"; return 1; }
+	# The queue-setup workqueue that reset and reconnect wait for has a rescuer thread (only
+	# WQ_MEM_RECLAIM workqueues get one: "kworker/R-" and the workqueue's name in /proc/PID/comm).
+	setup_rescuer || { fail "no rescuer thread of the rnvme_rdma_setup workqueue"; return 1; }
+	info "queue-setup workqueue rescuer: pid $(setup_rescuer)"
 }
+setup_rescuer() { grep -lx 'kworker/R-rnvme_rdma_setup' /proc/[0-9]*/comm 2>/dev/null | cut -d/ -f3 | grep .; }
 
 # KUnit suites ran when the module loaded; their KTAP results are in debugfs.
 t_kunit() {
@@ -106,6 +111,7 @@ t_kunit() {
 t_module_unloads() {
 	rmmod rnvme_rdma || return 1
 	[ ! -d /sys/module/rnvme_rdma ] || { fail "still loaded"; return 1; }
+	! setup_rescuer >/dev/null || { fail "the rnvme_rdma_setup workqueue outlived the module"; return 1; }
 }
 
 t_refuses_next_to_c() {
