@@ -62,8 +62,23 @@ pub(crate) struct Reject<'a> {
 /// Runs in process context with the id's handler mutex held: it may sleep, and it must not drop
 /// the [`CmId`] it is called for (that waits for the handler to return).
 pub(crate) trait CmHandler: Send + Sync + Sized + 'static {
+    /// What the id's QP is created on and completes into: given to
+    /// [`CmIdLocked::create_qp`], owned by the id from then on and dropped only after the QP is
+    /// destroyed.
+    type QpRes: QpResources;
+
     /// Called for every event of the id.
-    fn event(this: &Self, id: &CmIdLocked, ev: &CmEvent<'_>);
+    fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>);
+}
+
+/// The protection domain and completion queue a QP is created with. A QP must not outlive them:
+/// [`CmIdLocked::create_qp`] takes them by value, so the id that destroys the QP also owns them,
+/// and drops them after it.
+pub(crate) trait QpResources: Send + Sync + 'static {
+    /// The protection domain of the QP (and of its MRs).
+    fn pd(&self) -> &Pd;
+    /// The completion queue of both the send and the receive queue.
+    fn cq(&self) -> &Cq;
 }
 
 /// Connection parameters of [`CmIdLocked::connect`].
@@ -86,9 +101,12 @@ pub(crate) struct ConnParam<'a> {
 ///
 /// `self.0` is a live `rdma_cm_id` whose handler mutex the current thread holds.
 #[repr(transparent)]
-pub(crate) struct CmIdLocked(kernel::types::Opaque<raw::rdma_cm_id>);
+pub(crate) struct CmIdLocked<H: CmHandler>(
+    kernel::types::Opaque<raw::rdma_cm_id>,
+    PhantomData<fn() -> H>,
+);
 
-impl CmIdLocked {
+impl<H: CmHandler> CmIdLocked<H> {
     fn raw(&self) -> *mut raw::rdma_cm_id {
         self.0.get()
     }
@@ -119,15 +137,33 @@ impl CmIdLocked {
         unsafe { raw::rdma_set_service_type(self.raw(), tos.into()) };
     }
 
-    /// Creates the id's reliable-connected QP on `pd`, with `cq` for both send and receive
-    /// completions. The QP lives until the owning [`CmId`] is dropped; its asynchronous events
+    /// The id's context: the handler and what the QP owns.
+    fn ctx(&self) -> &Ctx<H> {
+        // SAFETY: the id is live (type invariant) and was created by `CmId::<H>::new`, so its
+        // context is the foreign form of an `Arc<Ctx<H>>`, reclaimed only after the id is
+        // destroyed, which cannot happen while its handler runs (this borrow).
+        let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*self.raw()).context.cast()) };
+        let p: *const Ctx<H> = &*ctx;
+        // SAFETY: `p` points into the `Arc<Ctx<H>>`, which lives as long as the id (above).
+        unsafe { &*p }
+    }
+
+    /// Creates the id's reliable-connected QP on `res`' PD, with its CQ for both send and receive
+    /// completions, and returns `res`, which the id now owns. The QP lives until the owning
+    /// [`CmId`] is dropped, which destroys it and only then drops `res`: the QP cannot outlive
+    /// its CQ and PD. One QP per id (`EBUSY` after the first attempt). Its asynchronous events
     /// are logged (`qp::qp_event`).
-    pub(crate) fn create_qp(&self, pd: &Pd, cq: &Cq, attr: &QpAttr) -> Result {
+    pub(crate) fn create_qp(&self, res: H::QpRes, attr: &QpAttr) -> Result<&H::QpRes> {
+        let ctx = self.ctx();
+        if !ctx.qp_res.populate(res) {
+            return Err(EBUSY);
+        }
+        let res = ctx.qp_res.as_ref().ok_or(EBUSY)?;
         // SAFETY: an all-zero ib_qp_init_attr is valid.
         let mut init: raw::ib_qp_init_attr = unsafe { core::mem::zeroed() };
         init.event_handler = Some(super::qp::qp_event);
-        init.send_cq = cq.as_raw();
-        init.recv_cq = cq.as_raw();
+        init.send_cq = res.cq().as_raw();
+        init.recv_cq = res.cq().as_raw();
         init.cap.max_send_wr = attr.max_send_wr;
         init.cap.max_recv_wr = attr.max_recv_wr;
         init.cap.max_send_sge = attr.max_send_sge;
@@ -135,10 +171,11 @@ impl CmIdLocked {
         init.sq_sig_type = raw::ib_sig_type_IB_SIGNAL_REQ_WR;
         init.qp_type = raw::ib_qp_type_IB_QPT_RC;
         init.qp_context = attr.context;
-        // The QP is destroyed by the owning `CmId`; `cq` and `pd` must outlive it (see `CmId`).
-        // SAFETY: the id is live and bound to `pd`'s device (type invariant; rdma_create_qp
-        // checks the device); `init` is valid for the call.
-        to_result(unsafe { raw::rdma_create_qp(self.raw(), pd.as_raw(), &mut init) })
+        // SAFETY: the id is live and bound to the PD's device (type invariant; rdma_create_qp
+        // checks the device); `init` is valid for the call. The CQ and PD live in the id's
+        // context, which `CmId::drop` releases after destroying the QP.
+        to_result(unsafe { raw::rdma_create_qp(self.raw(), res.pd().as_raw(), &mut init) })?;
+        Ok(res)
     }
 
     /// The id's QP, once [`CmIdLocked::create_qp`] succeeded.
@@ -170,8 +207,8 @@ impl CmIdLocked {
 
 /// An owned connection manager id for a reliable-connected queue pair, whose events go to `H`.
 ///
-/// Dropping it destroys the id (waiting for a running handler) and then its QP, if one was
-/// created: the CQ and PD given to [`CmIdLocked::create_qp`] must outlive the `CmId`, and every
+/// Dropping it destroys the id (waiting for a running handler), then its QP, if one was
+/// created, and then what the QP was created with ([`CmIdLocked::create_qp`]). Every
 /// [`super::qp::Mr`] taken from the QP's pool must have been dropped before it.
 ///
 /// # Invariants
@@ -186,9 +223,11 @@ pub(crate) struct CmId<H: CmHandler> {
 
 /// The context of an id: its handler, and whether the owner started destroying the id (events
 /// that arrive after that are not delivered, so a handler cannot create a QP the owner missed).
-struct Ctx<H> {
+struct Ctx<H: CmHandler> {
     closing: core::sync::atomic::AtomicBool,
     h: Arc<H>,
+    /// The QP's CQ and PD, set by [`CmIdLocked::create_qp`].
+    qp_res: kernel::sync::SetOnce<H::QpRes>,
 }
 
 // SAFETY: rdma_cm ids may be used and destroyed from any thread; `H` is Send + Sync.
@@ -203,6 +242,7 @@ impl<H: CmHandler> CmId<H> {
             Ctx {
                 closing: core::sync::atomic::AtomicBool::new(false),
                 h: handler.clone(),
+                qp_res: kernel::sync::SetOnce::new(),
             },
             GFP_KERNEL,
         )?
@@ -247,8 +287,9 @@ impl<H: CmHandler> CmId<H> {
             // The owner is destroying the id (it set the flag under the handler mutex we hold).
             return 0;
         }
-        // SAFETY: `CmIdLocked` is repr(transparent); the handler mutex is held.
-        let locked = unsafe { &*id.cast::<CmIdLocked>() };
+        // SAFETY: `CmIdLocked` is repr(transparent); the handler mutex is held; the id was
+        // created by `CmId::<H>::new`.
+        let locked = unsafe { &*id.cast::<CmIdLocked<H>>() };
         // SAFETY: `ev` is valid for the duration of the handler.
         let ev = unsafe { Self::decode(id, ev) };
         H::event(&ctx.h, locked, &ev);
@@ -304,6 +345,16 @@ impl<H: CmHandler> CmId<H> {
     /// The id's event handler.
     pub(crate) fn handler(&self) -> &Arc<H> {
         &self.handler
+    }
+
+    /// What the id's QP was created with (`None` before [`CmIdLocked::create_qp`]).
+    pub(crate) fn qp_res(&self) -> Option<&H::QpRes> {
+        // SAFETY: the id is live (type invariant) and its context is our `Arc<Ctx<H>>`,
+        // reclaimed only when `self` is dropped, which this borrow prevents.
+        let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*self.raw()).context.cast()) };
+        let p: *const Ctx<H> = &*ctx;
+        // SAFETY: `p` points into the `Arc<Ctx<H>>`, which outlives the borrow of `self` (above).
+        unsafe { &*p }.qp_res.as_ref()
     }
 
     /// Starts address resolution from `src` (any local address when `None`) to `dst`;

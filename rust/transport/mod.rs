@@ -30,7 +30,7 @@ use crate::{
         sgl::Sgl,
     },
     rdma::{
-        cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam},
+        cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam, QpResources},
         qp::{self, CqeDone, Mr, QpAttr, QpCell, Wc},
         verbs::{Cq, DeviceRef, DmaBuf, DmaDir, Pd, PollCell, PollCtx},
         ClientOps, Device, SockAddr,
@@ -195,19 +195,31 @@ struct RspQe {
 
 crate::impl_has_cqe!(RspQe, cqe, 0);
 
-/// The resources of an established (or establishing) connection, created when its address is
-/// resolved. Dropped by the `CmId` after the QP is destroyed.
-struct IbRes {
-    ring: KVec<RspQe>,
+/// What a connection's QP is created with, when its address is resolved: its CQ and the device
+/// context holding its PD. The `CmId` owns it from `create_qp` on and drops it after destroying
+/// the QP.
+struct ConnQpRes {
     cq: Cq,
     dev: DevUse,
+}
+
+impl QpResources for ConnQpRes {
+    fn pd(&self) -> &Pd {
+        &self.dev.0.pd
+    }
+
+    fn cq(&self) -> &Cq {
+        &self.cq
+    }
 }
 
 /// Connection establishment state of one queue.
 struct CmState {
     done: bool,
     err: i32,
-    res: Option<IbRes>,
+    /// The receive buffers, posted once the connection is established. Freed with the handler,
+    /// after the `CmId` destroyed the QP.
+    ring: Option<KVec<RspQe>>,
     recvs_posted: bool,
 }
 
@@ -242,7 +254,7 @@ impl ConnCm {
 
     /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
     /// route.
-    fn addr_resolved(&self, id: &CmIdLocked) -> Result {
+    fn addr_resolved(&self, id: &CmIdLocked<Self>) -> Result {
         let ctrl = &self.ctrl;
         let ibdev = id.device().ok_or(ENODEV)?;
         let dev = DevUse(dev_get(ibdev).inspect_err(|_| {
@@ -266,7 +278,9 @@ impl ConnCm {
             max_recv_sge: 1,
             context: core::ptr::null_mut(),
         };
-        id.create_qp(&dev.0.pd, &cq, &attr)?;
+        // From here the id owns the CQ and the device context: an error below cannot free
+        // them under the QP.
+        id.create_qp(ConnQpRes { cq, dev }, &attr)?;
         let qp = id.qp().ok_or(ENOMEM)?;
         let mut ring = KVec::with_capacity(qs as usize, GFP_KERNEL)?;
         for _ in 0..qs {
@@ -291,7 +305,7 @@ impl ConnCm {
                 self.qid
             );
         })?;
-        self.state.lock().res = Some(IbRes { ring, cq, dev });
+        self.state.lock().ring = Some(ring);
         let tos = ctrl.ctrl().opts().tos();
         if tos >= 0 {
             id.set_service_type(tos as u8);
@@ -302,7 +316,7 @@ impl ConnCm {
     }
 
     /// `RDMA_CM_EVENT_ROUTE_RESOLVED`: send the connect request.
-    fn route_resolved(&self, id: &CmIdLocked) -> Result {
+    fn route_resolved(&self, id: &CmIdLocked<Self>) -> Result {
         let c = self.ctrl.ctrl();
         let rd_atom = id.device().map_or(0, |d| d.max_qp_rd_atom());
         let req = if self.qid == 0 {
@@ -338,12 +352,12 @@ impl ConnCm {
     }
 
     /// `RDMA_CM_EVENT_ESTABLISHED`: post every receive buffer.
-    fn conn_established(&self, id: &CmIdLocked) -> Result {
+    fn conn_established(&self, id: &CmIdLocked<Self>) -> Result {
         let qp = id.qp().ok_or(ENOTCONN)?;
         let mut st = self.state.lock();
-        let res = st.res.as_ref().ok_or(ENOTCONN)?;
+        let ring = st.ring.as_ref().ok_or(ENOTCONN)?;
         let lkey = qp.local_dma_lkey();
-        for qe in res.ring.iter() {
+        for qe in ring.iter() {
             qe.cqe.arm::<RspQe, 0>();
             qp.post_recv(&qe.cqe, &qp::sge(qe.buf.dma_addr(), CQE_LEN as u32, lkey))?;
         }
@@ -373,7 +387,9 @@ impl ConnCm {
 }
 
 impl CmHandler for ConnCm {
-    fn event(this: &Self, id: &CmIdLocked, ev: &CmEvent<'_>) {
+    type QpRes = ConnQpRes;
+
+    fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>) {
         let r = match ev {
             CmEvent::AddrResolved => this.addr_resolved(id).err().map(|e| e.to_errno()),
             CmEvent::RouteResolved => this.route_resolved(id).err().map(|e| e.to_errno()),
@@ -478,7 +494,7 @@ impl Queue {
                 state <- new_mutex!(CmState {
                     done: false,
                     err: 0,
-                    res: None,
+                    ring: None,
                     recvs_posted: false,
                 }),
                 cond <- new_condvar!(),
@@ -537,12 +553,7 @@ impl Queue {
             return Err(Error::from_errno(err));
         }
         let qp = cm.qp().ok_or(ENOTCONN)?;
-        let nis = h
-            .state
-            .lock()
-            .res
-            .as_ref()
-            .map_or(0, |r| r.dev.0.num_inline_segments);
+        let nis = cm.qp_res().map_or(0, |r| r.dev.0.num_inline_segments);
         self.num_inline_segments.store(nis, Relaxed);
         let inline = if self.qid == 0 {
             0
@@ -550,7 +561,7 @@ impl Queue {
             (ctrl.ctrl().ioccsz() * 16).saturating_sub(SQE_LEN)
         };
         self.inline_size.store(inline, Relaxed);
-        if let Some(res) = h.state.lock().res.as_ref() {
+        if let Some(res) = cm.qp_res() {
             self.poll_cq.set(&res.cq);
         }
         // A new connection has a new, full MR pool.
@@ -721,8 +732,7 @@ fn configure_admin_queue(ctrl: &ARef<RCtrl>, new: bool) -> Result {
         let dev = {
             let conn = q0.conn.lock();
             let cm = conn.as_ref().ok_or(ENOTCONN)?;
-            let st = cm.handler().state.lock();
-            st.res.as_ref().ok_or(ENOTCONN)?.dev.0.clone()
+            cm.qp_res().ok_or(ENOTCONN)?.dev.0.clone()
         };
         ctrl.ctrl().set_numa_node(dev.device().numa_node());
         let fr = max_fr_pages(dev.device());
