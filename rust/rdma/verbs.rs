@@ -6,7 +6,7 @@
 use super::Device;
 use crate::bindings::raw;
 use core::{ops::Deref, ptr::NonNull};
-use kernel::{error::from_err_ptr, prelude::*};
+use kernel::{error::from_err_ptr, new_spinlock, prelude::*, sync::SpinLock};
 
 /// An owned reference on a registered RDMA device.
 ///
@@ -126,7 +126,8 @@ pub(crate) struct Cq {
     ctx: PollCtx,
 }
 
-// SAFETY: CQs may be used from any thread; polling a direct CQ is serialised by ib_core.
+// SAFETY: a CQ may be used and freed from any thread; `&Cq` only hands out its pointer (a
+// direct CQ is polled through `PollCell`, which serialises its pollers).
 unsafe impl Send for Cq {}
 // SAFETY: see `Send`.
 unsafe impl Sync for Cq {}
@@ -170,40 +171,69 @@ impl Cq {
 }
 
 /// The direct-polled CQ of a poll queue as blk-mq's `poll` sees it: published when the queue's
-/// connection is up, withdrawn before the CQ is freed. The same protocol as
-/// [`super::qp::QpCell`]: the queue teardown quiesces and drains first, so no poller runs when
-/// the CQ goes away.
-pub(crate) struct PollCell(core::sync::atomic::AtomicPtr<raw::ib_cq>);
+/// connection is up, withdrawn before the CQ is freed.
+///
+/// Quiescing a queue does not stop `poll` (`bio_poll` holds only the queue's usage counter, and
+/// error recovery does not freeze), so a poller may run while the queue is torn down; and two
+/// tasks may poll one hardware context at once. The CQ is therefore only used under the cell's
+/// lock: [`PollCell::clear`] takes it, so once it returns no poller holds the CQ and its owner may
+/// free it; [`PollCell::poll`] polls with it held, so one poller at a time uses the CQ's shared
+/// work-completion array (`ib_process_cq_direct` does not serialise its callers). A poller that
+/// finds the lock taken returns at once with nothing found; blk-mq polls again. (The C driver
+/// calls `ib_process_cq_direct` unlocked and has both races.)
+///
+/// # Invariants
+///
+/// The pointer under the lock is null or a live [`PollCtx::Direct`] CQ: its owner publishes it
+/// with [`PollCell::set`] and calls [`PollCell::clear`] before freeing it.
+#[pin_data]
+pub(crate) struct PollCell {
+    #[pin]
+    cq: SpinLock<CqPtr>,
+}
+
+/// The published CQ (null: none).
+struct CqPtr(*mut raw::ib_cq);
+
+// SAFETY: a CQ may be polled from any thread; the pointer is only used under `PollCell`'s lock.
+unsafe impl Send for CqPtr {}
 
 impl PollCell {
     /// An empty cell (polling finds nothing).
-    pub(crate) const fn new() -> Self {
-        Self(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            cq <- new_spinlock!(CqPtr(core::ptr::null_mut()), "PollCell::cq"),
+        })
     }
 
-    /// Publishes `cq` if it is a [`PollCtx::Direct`] CQ.
+    /// Publishes `cq` if it is a [`PollCtx::Direct`] CQ. Its owner must call
+    /// [`PollCell::clear`] before it frees it (the queue teardown does, before it drops the
+    /// connection that owns the CQ).
     pub(crate) fn set(&self, cq: &Cq) {
         if cq.ctx == PollCtx::Direct {
-            self.0
-                .store(cq.as_raw(), core::sync::atomic::Ordering::Release);
+            // INVARIANT: a live direct CQ, withdrawn by its owner before it is freed.
+            self.cq.lock().0 = cq.as_raw();
         }
     }
 
-    /// Withdraws the CQ; call before freeing it.
+    /// Withdraws the CQ and waits for a running poller to finish with it: after this, the CQ may
+    /// be freed.
     pub(crate) fn clear(&self) {
-        self.0
-            .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
+        self.cq.lock().0 = core::ptr::null_mut();
     }
 
-    /// Processes the CQ's completions; returns how many.
+    /// Processes the CQ's completions; returns how many (0 also when another task is polling or
+    /// the CQ is being withdrawn).
     pub(crate) fn poll(&self) -> i32 {
-        let p = self.0.load(core::sync::atomic::Ordering::Acquire);
-        if p.is_null() {
+        let Some(cq) = self.cq.try_lock() else {
+            return 0;
+        };
+        if cq.0.is_null() {
             return 0;
         }
-        // SAFETY: a published CQ is a live direct CQ until `clear` (protocol above);
-        // ib_process_cq_direct serialises concurrent pollers itself.
-        unsafe { raw::ib_process_cq_direct(p, -1) }
+        // SAFETY: the CQ is a live direct CQ while the lock is held (type invariant: `clear`
+        // takes the lock before its owner frees it), and the lock makes this the only poller.
+        unsafe { raw::ib_process_cq_direct(cq.0, -1) }
     }
 }
 

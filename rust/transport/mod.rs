@@ -454,6 +454,7 @@ pub(crate) struct Queue {
     /// The QP for the data path (see `QpCell` for the lifetime protocol).
     qp: QpCell,
     /// The CQ blk-mq polls, on poll queues.
+    #[pin]
     poll_cq: PollCell,
     num_inline_segments: AtomicU32,
     /// In-capsule data bytes (0 on the admin queue).
@@ -471,7 +472,7 @@ impl Queue {
             qid,
             live: AtomicBool::new(false),
             qp: QpCell::new(),
-            poll_cq: PollCell::new(),
+            poll_cq <- PollCell::new(),
             num_inline_segments: AtomicU32::new(0),
             inline_size: AtomicU32::new(0),
             mr_pool_empty: AtomicBool::new(false),

@@ -272,12 +272,64 @@ t_fault_addr_resolved() {
 	rmmod rnvme_rdma && target_subsys_del "$nqn"
 }
 
+# t_fault_poll_reset FABRIC: a controller with a poll queue is reset three times while two fio jobs
+# (io_uring, --hipri) write and verify through it (issue 10 #5): blk-mq keeps calling ->poll while
+# the queue is torn down (bio_poll holds only the queue's usage counter) and the two jobs poll the
+# one poll queue at once. The poll path must never touch a freed CQ (KASAN) nor let two pollers
+# share the CQ's completion array; polled_completions must rise (the I/O really was polled), the
+# controller comes back live after each reset, and fio verifies every block.
+t_fault_poll_reset() {
+	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-poll-$1 c ns pid i rc=0 p0 p1 t0
+	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
+	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" -P 1 || return 1
+	c=$DP_CTRL
+	dp_ns "$nqn" || return 1
+	ns=$DP_NS
+	dp_stat polled_completions || return 1
+	p0=$DP_STAT
+	# 2 x 1 MiB of 4 KiB writes, each job capped at 64 KiB/s: a write phase of 16 s or more.
+	fio --name=pollreset --filename="$ns" --ioengine=io_uring --hipri --direct=1 --rw=randwrite --bs=4k \
+		--iodepth=4 --numjobs=2 --size=1M --offset_increment=1M --rate=,64k --verify=crc32c \
+		--verify_fatal=1 --group_reporting --output-format=json --output=/tmp/fault-poll.json \
+		>/tmp/fault-poll.err 2>&1 &
+	pid=$!
+	for i in 1 2 3; do
+		lc_io_moves "$ns" $pid "before reset $i" || { rc=1; break; }
+		timeout 120 nvme reset "/dev/${c##*/}" >/dev/null || { fail "nvme reset ${c##*/} failed"; rc=1; break; }
+		dp_until 60 dp_is "$c/state" live || { fail "${c##*/} not live after reset $i"; rc=1; break; }
+	done
+	t0=$SECONDS
+	while kill -0 $pid 2>/dev/null && [ $((SECONDS - t0)) -lt 300 ]; do sleep 1; done
+	if kill -0 $pid 2>/dev/null; then
+		fail "fio still running 300 s after the resets"; kill $pid; rc=1
+	elif ! wait $pid; then
+		fail "fio failed across the resets: $(head -c 2000 /tmp/fault-poll.err)"; rc=1
+	fi
+	if [ $rc = 0 ]; then
+		fio_json /tmp/fault-poll.json
+		[ "$FIO_ERR" = 0 ] && [ "$FIO_WRITE" = 2097152 ] && [ "$FIO_READ" = 2097152 ] ||
+			{ fail "fio wrote $FIO_WRITE and verified $FIO_READ bytes (error $FIO_ERR), expected 2 MiB"; rc=1; }
+		dp_stat polled_completions || rc=1
+		p1=$DP_STAT
+		# Each polled request completes its SEND and its response on the polled CQ.
+		[ $((p1 - p0)) -ge 2 ] || { fail "polled_completions +$((p1 - p0)): the I/O was not polled"; rc=1; }
+		info "3 resets under 2 polling fio jobs: 2 MiB written and verified, polled_completions +$((p1 - p0))"
+	fi
+	dp_disconnect "$c" || rc=1
+	rmmod rnvme_rdma && target_subsys_del "$nqn" || rc=1
+	return $rc
+}
+
 group_faults() {
 	run_test "faults: rxe: connect with an allocation failing at each chosen point (fail-nth)" t_fault_connect_alloc rxe all
 	run_test "faults: rxe: allocations failing in the rdma_cm handler that creates the QP: clean failures, no CQ or PD freed under a QP" t_fault_addr_resolved rxe
 	run_test "faults: siw: allocations failing in the rdma_cm handler that creates the QP: clean failures, no CQ or PD freed under a QP" t_fault_addr_resolved siw
 	run_test "faults: rxe: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit rxe
 	run_test "faults: siw: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit siw
+	run_test "faults: rxe: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset rxe
+	run_test "faults: siw: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset siw
 	run_test "faults: rxe: request timeouts while live with DH-HMAC-CHAP re-authentication running: error recovery, authenticated reconnect, data verified" t_fault_timeout_auth rxe
 	run_test "faults: siw: request timeouts while live with DH-HMAC-CHAP re-authentication running: error recovery, authenticated reconnect, data verified" t_fault_timeout_auth siw
 }
