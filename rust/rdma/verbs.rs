@@ -126,8 +126,8 @@ pub(crate) struct Cq {
     ctx: PollCtx,
 }
 
-// SAFETY: a CQ may be used and freed from any thread; `&Cq` only hands out its pointer (a
-// direct CQ is polled through `PollCell`, which serialises its pollers).
+// SAFETY: a CQ may be used and freed from any thread; `&Cq` only hands out its pointer (the
+// blk-mq poller reaches a direct CQ through `PollCell`, which keeps it alive while polling).
 unsafe impl Send for Cq {}
 // SAFETY: see `Send`.
 unsafe impl Sync for Cq {}
@@ -174,13 +174,14 @@ impl Cq {
 /// connection is up, withdrawn before the CQ is freed.
 ///
 /// Quiescing a queue does not stop `poll` (`bio_poll` holds only the queue's usage counter, and
-/// error recovery does not freeze), so a poller may run while the queue is torn down; and two
-/// tasks may poll one hardware context at once. The CQ is therefore only used under the cell's
-/// lock: [`PollCell::clear`] takes it, so once it returns no poller holds the CQ and its owner may
-/// free it; [`PollCell::poll`] polls with it held, so one poller at a time uses the CQ's shared
-/// work-completion array (`ib_process_cq_direct` does not serialise its callers). A poller that
-/// finds the lock taken returns at once with nothing found; blk-mq polls again. (The C driver
-/// calls `ib_process_cq_direct` unlocked and has both races.)
+/// error recovery does not freeze), so a poller may run while the queue is torn down. The CQ is
+/// therefore only polled under the cell's lock: [`PollCell::clear`] takes it, so once it returns
+/// no poller holds the CQ and its owner may free it. (The C driver calls `ib_process_cq_direct`
+/// unlocked and has this race.) A poller that finds the lock taken (another task polling this
+/// hardware context, or the CQ being withdrawn) returns at once with nothing found; blk-mq polls
+/// again. Concurrent polling itself would be safe (`ib_process_cq_direct` polls into its own
+/// stack array and providers lock `poll_cq`); `ib_drain_qp` polls a direct CQ itself, outside the
+/// lock, before the teardown calls `clear`.
 ///
 /// # Invariants
 ///
@@ -232,7 +233,7 @@ impl PollCell {
             return 0;
         }
         // SAFETY: the CQ is a live direct CQ while the lock is held (type invariant: `clear`
-        // takes the lock before its owner frees it), and the lock makes this the only poller.
+        // takes the lock before its owner frees it).
         unsafe { raw::ib_process_cq_direct(cq.0, -1) }
     }
 }

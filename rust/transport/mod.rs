@@ -1324,11 +1324,12 @@ fn post(rq: &Request<RdmaMq>, qp: &qp::Qp, cmd: MappedCmd, m: DataMap, sges: &[q
 
 /// A request the queue cannot take now (`nvme_fail_nonready_command`, which requeues anything
 /// retriable while the controller resets), except DH-HMAC-CHAP messages outside `Connecting`:
-/// they fail at once. A re-authentication's messages belong to the association it started on, and
-/// the core submits them retriable: requeued, they would wait for the next association while error
-/// recovery waits for the re-authentication to end (`nvme_auth_stop`) before it reconnects: a
-/// deadlock the C driver has. Failed, the re-authentication ends with an error and the reconnect
-/// authenticates afresh.
+/// they end with a host path error (which the core retries at most `nvme_max_retries` times, as
+/// they are submitted retriable, then the re-authentication fails). A re-authentication's messages
+/// belong to the association it started on; requeued without end, they would wait for the next
+/// association while error recovery waits for the re-authentication to end (`nvme_auth_stop`)
+/// before it reconnects: a hang the C driver has. This way the re-authentication ends with an
+/// error and the reconnect authenticates afresh.
 fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
     // (Only a passthrough request has its command in place before `setup_cmd`.)
     if rq.ctrl().ctrl().state() != State::Connecting
