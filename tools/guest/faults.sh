@@ -23,14 +23,20 @@ fault_range() {
 	fi
 }
 
+# fault_target FABRIC NQN SIZE_MB: the fabric and its nvmet-rdma port up, and subsystem NQN with a
+# memory-backed namespace of SIZE_MB exposed on it.
+fault_target() {
+	fabric_up "$1" >/dev/null && target_port_up "$1" &&
+		target_subsys_add "$2" "mem:$3" >/dev/null && target_subsys_link "$2" "$1"
+}
+
 # t_fault_connect_alloc FABRIC: nvme connect with the N-th slab allocation of its kernel path
 # failing (fail-nth, tools/guest/fail_nth.py), at the first, the last and spread points: every
 # attempt either fails cleanly (an error, no controller left) or connects; KASAN, lockdep and
 # kmemleak judge the rest. FAULTS_POINTS=all tries every point (a soak).
 t_fault_connect_alloc() {
 	local f=$1 scope=$2 nqn=nqn.2026-11.io.rnvme:faults-$1 d=/sys/kernel/debug out rc points
-	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
-	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	fault_target "$f" "$nqn" 16 || return 1
 	modprobe nvme-rdma && [ -d /sys/module/rnvme_rdma ] || { fail "rnvme_rdma did not load"; return 1; }
 	# Inject into sleeping slab allocations too, silently (a stack dump per failure would read as
 	# a kernel problem); page allocations are left alone (their failure warns by design). Only
@@ -106,8 +112,7 @@ ff_clear() {
 # left out of its pool makes ib_dealloc_pd warn).
 t_fault_submit() {
 	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-submit-$1 c log r0 r1 rc=0
-	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
-	target_subsys_add "$nqn" mem:32 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	fault_target "$f" "$nqn" 32 || return 1
 	dp_load rnvme || return 1
 	c=$(host_connect "$f" "$nqn") && dp_ns "$nqn" || return 1
 	dp_stat resource_retries || return 1
@@ -169,8 +174,7 @@ print("DHHC-1:00:" + base64.b64encode(k + struct.pack("<I", zlib.crc32(k))).deco
 t_fault_timeout_auth() {
 	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-auth-$1 hk ck h=$NVMET/hosts/$HOSTNQN c p n log rc=0 r pid t0
 	local d=/sys/kernel/debug/fail_io_timeout
-	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
-	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	fault_target "$f" "$nqn" 16 || return 1
 	hk=$(auth_key) && ck=$(auth_key) || { fail "cannot make DH-HMAC-CHAP keys"; return 1; }
 	{ [ -d "$h" ] || mkdir "$h"; } && echo "$hk" >"$h/dhchap_key" && echo "$ck" >"$h/dhchap_ctrl_key" &&
 		echo "hmac(sha256)" >"$h/dhchap_hash" && echo 0 >"$NVMET/subsystems/$nqn/attr_allow_any_host" &&
@@ -239,8 +243,7 @@ t_fault_timeout_auth() {
 # free makes KASAN report: the kernel log decides.
 t_fault_addr_resolved() {
 	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-cm-$1 d=/sys/kernel/debug/failslab r p i ok=0 bad=0 out c
-	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
-	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	fault_target "$f" "$nqn" 16 || return 1
 	dp_load rnvme || return 1
 	# addr_resolved is inlined into the handler (`<ConnCm as CmHandler>::event`, the only one);
 	# of its other events none allocates.
@@ -281,8 +284,7 @@ t_fault_addr_resolved() {
 # here, not even with 4 pollers and 8 resets.)
 t_fault_poll_reset() {
 	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-poll-$1 c ns pid i rc=0 p0 p1 t0
-	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
-	target_subsys_add "$nqn" mem:16 >/dev/null && target_subsys_link "$nqn" "$f" || return 1
+	fault_target "$f" "$nqn" 16 || return 1
 	dp_load rnvme || return 1
 	dp_connect "$f" "$nqn" -P 1 || return 1
 	c=$DP_CTRL
@@ -326,7 +328,9 @@ t_fault_poll_reset() {
 group_faults() {
 	run_test "faults: rxe: connect with an allocation failing at each chosen point (fail-nth)" t_fault_connect_alloc rxe all
 	run_test "faults: rxe: allocations failing in the rdma_cm handler that creates the QP: clean failures, no CQ or PD freed under a QP" t_fault_addr_resolved rxe
-	run_test "faults: siw: allocations failing in the rdma_cm handler that creates the QP: clean failures, no CQ or PD freed under a QP" t_fault_addr_resolved siw
+	# Not on siw: its siw_alloc_mr leaks the page list when siw_mr_add_mem fails (7.3.4; mr->mem
+	# is NULL on that path, so only mr is freed), which kmemleak reports whenever an injected
+	# failure lands there (seen once in four runs). Not ours; see testing.rst.
 	run_test "faults: rxe: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit rxe
 	run_test "faults: siw: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit siw
 	run_test "faults: rxe: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset rxe
