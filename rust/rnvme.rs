@@ -45,7 +45,7 @@ struct RnvmeRdma {
 
 impl kernel::InPlaceModule for RnvmeRdma {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
-        nvme::init_globals();
+        transport::init_globals();
         let dir = kernel::debugfs::Dir::new(c"rnvme_rdma");
         try_pin_init!(Self {
             _: {

@@ -5,230 +5,106 @@
 //! One of the two layers (with `rdma`) allowed to contain `unsafe`.
 
 pub(crate) mod ctrl;
+pub(crate) mod fabrics;
+mod mapping;
 pub(crate) mod mq;
+mod nvme_ctrl;
+pub(crate) mod options;
+mod tagset;
+
+pub(crate) use fabrics::{FabricsDevice, TransportOps, TransportRegistration};
+pub(crate) use mapping::{MappedCmd, MappedSg};
+pub(crate) use nvme_ctrl::{NvmeCtrl, State};
+pub(crate) use options::{opt, Options};
 
 use crate::bindings::raw;
-use core::marker::PhantomData;
 use kernel::{
-    error::to_result,
     prelude::*,
     str::CStr,
-    sync::aref::{ARef, AlwaysRefCounted},
-    types::Opaque,
+    sync::lock::{GlobalGuard, GlobalLock, GlobalLockBackend},
 };
 
-/// Fabrics connect options (`NVMF_OPT_*`), as bits of [`Options::mask`].
-pub(crate) mod opt {
-    use crate::bindings::raw;
-
-    /// `trsvcid=`: transport service id (port).
-    pub(crate) const TRSVCID: u32 = raw::NVMF_OPT_TRSVCID;
-    /// `traddr=`: transport address.
-    pub(crate) const TRADDR: u32 = raw::NVMF_OPT_TRADDR;
-    /// `reconnect_delay=`.
-    pub(crate) const RECONNECT_DELAY: u32 = raw::NVMF_OPT_RECONNECT_DELAY;
-    /// `host_traddr=`: source address.
-    pub(crate) const HOST_TRADDR: u32 = raw::NVMF_OPT_HOST_TRADDR;
-    /// `ctrl_loss_tmo=`.
-    pub(crate) const CTRL_LOSS_TMO: u32 = raw::NVMF_OPT_CTRL_LOSS_TMO;
-    /// `nr_write_queues=`.
-    pub(crate) const NR_WRITE_QUEUES: u32 = raw::NVMF_OPT_NR_WRITE_QUEUES;
-    /// `nr_poll_queues=`.
-    pub(crate) const NR_POLL_QUEUES: u32 = raw::NVMF_OPT_NR_POLL_QUEUES;
-    /// `tos=`: type of service.
-    pub(crate) const TOS: u32 = raw::NVMF_OPT_TOS;
+/// A module-global value behind a mutex (a C `static DEFINE_MUTEX` with the data it guards),
+/// declared with [`crate::global_mutex!`] beside the type it holds. [`GlobalMutex::init`] must
+/// run (once, at module init) before the first [`GlobalMutex::lock`]; a lock before that is
+/// refused with a panic instead of using an uninitialised mutex.
+pub(crate) struct GlobalMutex<B: GlobalLockBackend> {
+    lock: GlobalLock<B>,
+    /// 0: not initialised, 1: being initialised, 2: ready.
+    state: core::sync::atomic::AtomicU8,
 }
 
-/// The options of a connect request (`struct nvmf_ctrl_options`), parsed by the fabrics core.
-///
-/// # Invariants
-///
-/// `self.0` is a valid `nvmf_ctrl_options` owned by the fabrics core for the duration of the
-/// borrow; its string fields are NUL-terminated or null.
-#[repr(transparent)]
-pub(crate) struct Options(Opaque<raw::nvmf_ctrl_options>);
-
-impl Options {
-    fn raw(&self) -> &raw::nvmf_ctrl_options {
-        // SAFETY: by the type invariant the options are valid for the borrow, and nothing else
-        // mutates them meanwhile (the fabrics core hands them to `create_ctrl` and, if that
-        // fails, frees them afterwards; on success the transport owns them).
-        unsafe { &*self.0.get() }
-    }
-
+impl<B: GlobalLockBackend<Backend = kernel::sync::lock::mutex::MutexBackend>> GlobalMutex<B> {
+    /// A mutex holding `v`, not yet initialised.
+    ///
     /// # Safety
     ///
-    /// `s` must be null or a NUL-terminated string living as long as `self`.
-    unsafe fn opt_str(&self, s: *const kernel::ffi::c_char) -> Option<&CStr> {
-        if s.is_null() {
-            None
-        } else {
-            // SAFETY: non-null, and by the caller's guarantee NUL-terminated and alive.
-            Some(unsafe { CStr::from_char_ptr(s) })
+    /// `B` is the backend type of this static only (as [`crate::global_mutex!`] generates it).
+    #[doc(hidden)]
+    pub(crate) const unsafe fn new(v: B::Item) -> Self {
+        Self {
+            // SAFETY: `B` is used for this lock only (caller); `init` runs before `lock`, which
+            // checks it.
+            lock: unsafe { GlobalLock::new(v) },
+            state: core::sync::atomic::AtomicU8::new(0),
         }
     }
 
-    pub(crate) fn as_raw(&self) -> *mut raw::nvmf_ctrl_options {
-        self.0.get()
+    /// Initialises the mutex; later calls do nothing.
+    pub(crate) fn init(&'static self) {
+        use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+        if self.state.compare_exchange(0, 1, Acquire, Relaxed).is_ok() {
+            // SAFETY: the state moved from 0 exactly once: this is the only call of `init`.
+            unsafe { self.lock.init() };
+            self.state.store(2, Release);
+        }
     }
 
-    /// Bit mask of the options given (`opt::*`).
-    pub(crate) fn mask(&self) -> u32 {
-        self.raw().mask
-    }
-
-    /// `traddr`: required by the transport, so always present.
-    pub(crate) fn traddr(&self) -> Option<&CStr> {
-        // SAFETY: by the type invariant string fields are NUL-terminated or null.
-        unsafe { self.opt_str(self.raw().traddr) }
-    }
-
-    /// `trsvcid`, if given.
-    pub(crate) fn trsvcid(&self) -> Option<&CStr> {
-        // SAFETY: by the type invariant string fields are NUL-terminated or null.
-        unsafe { self.opt_str(self.raw().trsvcid) }
-    }
-
-    /// `host_traddr`, if given.
-    pub(crate) fn host_traddr(&self) -> Option<&CStr> {
-        // SAFETY: by the type invariant string fields are NUL-terminated or null.
-        unsafe { self.opt_str(self.raw().host_traddr) }
-    }
-
-    /// Writes the default `trsvcid` into the options if none was given (as the C driver does:
-    /// the core reads it back for sysfs `address` and duplicate matching).
-    pub(crate) fn default_trsvcid(&self, dflt: &CStr) -> Result {
-        let mut err = 0;
-        // SAFETY: during `create_ctrl` the transport may edit the options it was handed;
-        // `dflt` is NUL-terminated; the duplicate is freed with the options.
-        unsafe {
-            raw::rnvme_ctrl_set_opts_trsvcid_default(self.as_raw(), dflt.as_char_ptr(), &mut err)
-        };
-        to_result(err)
-    }
-
-    /// The number of I/O queues asked for (`nvmf_nr_io_queues`: default, write and poll).
-    pub(crate) fn nr_io_queues(&self) -> u32 {
-        // SAFETY: the options are valid (type invariant).
-        unsafe { raw::rnvme_nvmf_nr_io_queues(self.as_raw()) }
-    }
-
-    /// Distributes `nr` I/O queues over the default, read and poll maps (`nvmf_set_io_queues`).
-    pub(crate) fn set_io_queues(&self, nr: u32) -> [u32; 3] {
-        let mut q = [0u32; 3];
-        // SAFETY: the options are valid; `q` has HCTX_MAX_TYPES entries.
-        unsafe { raw::nvmf_set_io_queues(self.as_raw(), nr, q.as_mut_ptr()) };
-        q
-    }
-
-    /// `queue_size=`.
-    pub(crate) fn queue_size(&self) -> u32 {
-        self.raw().queue_size as u32
-    }
-
-    /// `nr_io_queues=` + `nr_write_queues=` + `nr_poll_queues=`.
-    pub(crate) fn total_queues(&self) -> u32 {
-        let r = self.raw();
-        r.nr_io_queues + r.nr_write_queues + r.nr_poll_queues
-    }
-
-    /// `nr_poll_queues=`.
-    pub(crate) fn nr_poll_queues(&self) -> u32 {
-        self.raw().nr_poll_queues
-    }
-
-    /// `tos=` (negative: not set).
-    pub(crate) fn tos(&self) -> i32 {
-        self.raw().tos
-    }
-
-    /// `duplicate_connect`.
-    pub(crate) fn duplicate_connect(&self) -> bool {
-        self.raw().duplicate_connect
-    }
-
-    /// `reconnect_delay=` in seconds.
-    pub(crate) fn reconnect_delay(&self) -> u32 {
-        self.raw().reconnect_delay
-    }
-
-    /// `max_reconnects` derived from `ctrl_loss_tmo` (-1: forever).
-    pub(crate) fn max_reconnects(&self) -> i32 {
-        self.raw().max_reconnects
-    }
-
-    /// The subsystem NQN (`nqn=`, always present).
-    pub(crate) fn subsysnqn(&self) -> Option<&CStr> {
-        // SAFETY: by the type invariant string fields are NUL-terminated or null.
-        unsafe { self.opt_str(self.raw().subsysnqn) }
-    }
-}
-
-/// The fabrics core's device (`/dev/nvme-fabrics`), parent of the controllers it creates.
-///
-/// # Invariants
-///
-/// `self.0` is the live misc device the fabrics core passes to `create_ctrl`.
-#[repr(transparent)]
-pub(crate) struct FabricsDevice(Opaque<raw::device>);
-
-impl FabricsDevice {
-    pub(crate) fn as_raw(&self) -> *mut raw::device {
-        self.0.get()
-    }
-}
-
-/// An nvme controller (`struct nvme_ctrl`), reference counted through its device.
-///
-/// # Invariants
-///
-/// Instances are only reachable through `ARef<Ctrl>` or borrows of one, so the controller is
-/// initialised (`nvme_init_ctrl` succeeded) and its refcount is non-zero.
-#[repr(transparent)]
-pub(crate) struct Ctrl(Opaque<raw::nvme_ctrl>);
-
-// SAFETY: `nvme_get_ctrl`/`nvme_put_ctrl` take and drop a reference on the controller's device.
-unsafe impl AlwaysRefCounted for Ctrl {
-    fn inc_ref(&self) {
-        // SAFETY: by the type invariant the refcount is non-zero.
-        unsafe { raw::rnvme_nvme_get_ctrl(self.0.get()) };
-    }
-
-    /// # Safety
+    /// Locks the mutex.
     ///
-    /// As for [`AlwaysRefCounted::dec_ref`]: the caller owns one reference and gives it up.
-    unsafe fn dec_ref(obj: core::ptr::NonNull<Self>) {
-        // SAFETY: the caller gives up one reference it owned.
-        unsafe { raw::rnvme_nvme_put_ctrl(obj.cast::<raw::nvme_ctrl>().as_ptr()) };
+    /// # Panics
+    ///
+    /// If [`GlobalMutex::init`] has not completed (a module that forgot it).
+    pub(crate) fn lock(&'static self) -> GlobalGuard<B> {
+        assert_eq!(
+            self.state.load(core::sync::atomic::Ordering::Acquire),
+            2,
+            "global mutex used before its init"
+        );
+        self.lock.lock()
     }
 }
 
-/// The transport's live controllers (the C driver's `nvme_rdma_ctrl_list`).
-pub(crate) type CtrlList = KVec<ARef<ctrl::Controller<crate::transport::RdmaCtrl>>>;
-/// The transport's per-device contexts (the C driver's `device_list`).
-pub(crate) type DeviceList = KVec<crate::transport::DevEntry>;
+/// Declares a [`GlobalMutex`] static: `global_mutex!(pub(crate) static NAME: Type = value;)`.
+/// Generates the lock's backend type (named like the static, as `kernel::sync::global_lock!`
+/// does) and the static; the one `unsafe` call it makes is justified here, so the code using the
+/// macro stays free of `unsafe`.
+#[macro_export]
+macro_rules! global_mutex {
+    ($(#[$m:meta])* $vis:vis static $name:ident: $t:ty = $v:expr;) => {
+        #[allow(non_camel_case_types, unreachable_pub, clippy::upper_case_acronyms)]
+        #[doc(hidden)]
+        $vis enum $name {}
 
-kernel::sync::global_lock! {
-    // SAFETY: `init_globals` initialises it during module init, before any use.
-    pub(crate) unsafe(uninit) static CTRLS: Mutex<CtrlList> = KVec::new();
-}
+        impl ::kernel::sync::lock::GlobalLockBackend for $name {
+            const NAME: &'static ::kernel::str::CStr = ::kernel::c_str!(::core::stringify!($name));
+            type Item = $t;
+            type Backend = ::kernel::sync::lock::mutex::MutexBackend;
 
-kernel::sync::global_lock! {
-    // SAFETY: `init_globals` initialises it during module init, before any use.
-    pub(crate) unsafe(uninit) static DEVICES: Mutex<DeviceList> = KVec::new();
-}
+            fn get_lock_class() -> ::core::pin::Pin<&'static ::kernel::sync::LockClassKey> {
+                ::kernel::static_lock_class!()
+            }
+        }
 
-/// Initialises the module's global locks; call once, first thing in module init.
-pub(crate) fn init_globals() {
-    static DONE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
-    if DONE.swap(true, core::sync::atomic::Ordering::AcqRel) {
-        return;
-    }
-    // SAFETY: called once (guarded above), before any other use of the locks.
-    unsafe {
-        CTRLS.init();
-        DEVICES.init();
-    }
+        $(#[$m])*
+        $vis static $name: $crate::nvme::GlobalMutex<$name> = {
+            let v: $t = $v;
+            #[allow(unsafe_code)]
+            // SAFETY: `$name` is the backend type generated above, for this static only.
+            let m = unsafe { $crate::nvme::GlobalMutex::new(v) };
+            m
+        };
+    };
 }
 
 /// Waits until every queued controller deletion has finished (`flush_workqueue(nvme_delete_wq)`).
@@ -331,87 +207,4 @@ impl<T> TryCell<T> {
 pub(crate) fn module_present(name: &CStr) -> bool {
     // SAFETY: `name` is NUL-terminated.
     unsafe { raw::rnvme_module_present(name.as_char_ptr()) }
-}
-
-/// A fabrics transport implementation (`struct nvmf_transport_ops`).
-pub(crate) trait TransportOps {
-    /// The transport's name (`transport=` of a connect request).
-    const NAME: &'static CStr;
-    /// Options that must be given (besides the generic `transport` and `nqn`).
-    const REQUIRED_OPTS: u32;
-    /// Options accepted besides the generic ones.
-    const ALLOWED_OPTS: u32;
-
-    /// Creates a controller for a connect request.
-    fn create_ctrl(dev: &FabricsDevice, opts: &Options) -> Result<ARef<Ctrl>>;
-}
-
-/// A registered fabrics transport.
-///
-/// `struct nvmf_transport_ops` must stay in module memory while registered (the fabrics core
-/// pins the module with `try_module_get` and links `entry`): keep this in the module's own
-/// (`InPlaceModule`) state.
-///
-/// # Invariants
-///
-/// `inner` is registered from successful initialisation until drop.
-#[pin_data(PinnedDrop)]
-pub(crate) struct TransportRegistration<T: TransportOps> {
-    #[pin]
-    inner: Opaque<raw::nvmf_transport_ops>,
-    _t: PhantomData<T>,
-}
-
-// SAFETY: registration and unregistration may happen on any thread; no `&self` methods.
-unsafe impl<T: TransportOps> Send for TransportRegistration<T> {}
-// SAFETY: see `Send`.
-unsafe impl<T: TransportOps> Sync for TransportRegistration<T> {}
-
-impl<T: TransportOps> TransportRegistration<T> {
-    /// Registers the transport with the fabrics core.
-    pub(crate) fn new(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
-            inner <- Opaque::try_ffi_init(move |slot: *mut raw::nvmf_transport_ops| {
-                // SAFETY: `slot` is valid for writes; all-zero is a valid nvmf_transport_ops.
-                unsafe { slot.write(core::mem::zeroed()) };
-                // SAFETY: `slot` is initialised and writable.
-                unsafe {
-                    (*slot).module = module.as_ptr();
-                    (*slot).name = T::NAME.as_char_ptr();
-                    (*slot).required_opts = T::REQUIRED_OPTS as i32;
-                    (*slot).allowed_opts = T::ALLOWED_OPTS as i32;
-                    (*slot).create_ctrl = Some(Self::create_ctrl_callback);
-                }
-                // SAFETY: `slot` is pinned in module memory until `drop` unregisters it.
-                to_result(unsafe { raw::nvmf_register_transport(slot) })
-            }),
-            _t: PhantomData,
-        })
-    }
-
-    /// # Safety
-    ///
-    /// Called by the fabrics core with a valid device and options it owns for the call.
-    unsafe extern "C" fn create_ctrl_callback(
-        dev: *mut raw::device,
-        opts: *mut raw::nvmf_ctrl_options,
-    ) -> *mut raw::nvme_ctrl {
-        // SAFETY: the fabrics core passes its misc device, valid during the call;
-        // `FabricsDevice` is repr(transparent).
-        let dev = unsafe { &*dev.cast::<FabricsDevice>() };
-        // SAFETY: `Options` is `repr(transparent)`; the core owns `opts` for the call.
-        let opts = unsafe { &*opts.cast::<Options>() };
-        match T::create_ctrl(dev, opts) {
-            Ok(ctrl) => ARef::into_raw(ctrl).as_ptr().cast(),
-            Err(e) => e.to_ptr(),
-        }
-    }
-}
-
-#[pinned_drop]
-impl<T: TransportOps> PinnedDrop for TransportRegistration<T> {
-    fn drop(self: Pin<&mut Self>) {
-        // SAFETY: by the type invariant the transport is registered.
-        unsafe { raw::nvmf_unregister_transport(self.inner.get()) };
-    }
 }

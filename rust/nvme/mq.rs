@@ -4,7 +4,10 @@
 //! requests whose per-request area (PDU) starts with the core's `struct nvme_request` followed by
 //! the transport's data.
 
-use super::ctrl::{Controller, CtrlOps};
+use super::{
+    ctrl::{Controller, CtrlOps},
+    mapping::{MappedCmd, MappedSg},
+};
 use crate::bindings::raw;
 use crate::rdma::{
     qp::{Cqe, Wc},
@@ -65,7 +68,7 @@ impl<D> Pdu<D> {
 /// Transport callbacks of a controller's tag sets.
 pub(crate) trait MqOps: Sized + Send + Sync + 'static {
     /// The controller type the tag sets belong to.
-    type Ctrl: CtrlOps;
+    type CtrlData: CtrlOps;
     /// Transport data of each request.
     type Data: Send + Sync;
     /// What a hardware context maps to (a transport queue).
@@ -73,11 +76,11 @@ pub(crate) trait MqOps: Sized + Send + Sync + 'static {
 
     /// The queue hardware context `hctx_idx` of the admin (`admin`) or I/O tag set uses. It must
     /// live as long as the controller.
-    fn queue(ctrl: &Controller<Self::Ctrl>, admin: bool, hctx_idx: u32) -> &Self::Queue;
+    fn queue(ctrl: &Controller<Self::CtrlData>, admin: bool, hctx_idx: u32) -> &Self::Queue;
 
     /// Initialises the transport data of a request when the tag set is allocated.
     fn init_request(
-        ctrl: &Controller<Self::Ctrl>,
+        ctrl: &Controller<Self::CtrlData>,
         admin: bool,
         hctx_idx: u32,
     ) -> impl PinInit<Self::Data, Error>;
@@ -105,14 +108,16 @@ pub(crate) trait MqOps: Sized + Send + Sync + 'static {
 
     /// How many hardware queues of each type (default, read, poll) the I/O tag set has, for
     /// `nvmf_map_queues`.
-    fn io_queues(ctrl: &Controller<Self::Ctrl>) -> [u32; raw::hctx_type_HCTX_MAX_TYPES as usize];
+    fn io_queues(
+        ctrl: &Controller<Self::CtrlData>,
+    ) -> [u32; raw::hctx_type_HCTX_MAX_TYPES as usize];
 }
 
 /// A request of a controller's tag set, borrowed while blk-mq hands it to the transport.
 ///
 /// # Invariants
 ///
-/// `self.0` is a request of a tag set whose ops are `Vtable<M, _>`, so its PDU is a
+/// `self.0` is a request of a tag set whose ops are `MqVtable<M, _>`, so its PDU is a
 /// `Pdu<M::Data>` with initialised data, and its hardware context's `driver_data` is a
 /// `M::Queue`.
 #[repr(transparent)]
@@ -181,9 +186,9 @@ impl<M: MqOps> Request<M> {
     }
 
     /// The controller the request belongs to.
-    pub(crate) fn ctrl(&self) -> &Controller<M::Ctrl> {
+    pub(crate) fn ctrl(&self) -> &Controller<M::CtrlData> {
         // SAFETY: `init_request_cb` set `nreq.ctrl` to the `nvme_ctrl` of the
-        // `Controller<M::Ctrl>` owning the tag set, which outlives its requests.
+        // `Controller<M::CtrlData>` owning the tag set, which outlives its requests.
         unsafe { Controller::from_raw((*self.nreq()).ctrl) }
     }
 
@@ -341,116 +346,11 @@ impl<M: MqOps> Request<M> {
     }
 }
 
-/// The DMA mapping of a request's submission queue entry, unmapped when dropped.
-///
-/// # Invariants
-///
-/// `dma` maps the 64-byte command in a request's PDU to `dev` (`DMA_TO_DEVICE`); `dev` stays
-/// registered until the mapping is dropped (the queue that mapped it keeps its device context
-/// until its requests ended).
-pub(crate) struct MappedCmd {
-    dma: u64,
-    dev: *mut raw::ib_device,
-}
-
-// SAFETY: the mapping is a bus address of a device; it may be used and unmapped on any thread.
-unsafe impl Send for MappedCmd {}
-
-impl MappedCmd {
-    /// The command's bus address.
-    pub(crate) fn dma_addr(&self) -> u64 {
-        self.dma
-    }
-
-    /// Hands the command to the device after the CPU wrote it.
-    pub(crate) fn sync_for_device(&self) {
-        // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant).
-        unsafe {
-            raw::rnvme_ib_dma_sync_single_for_device(
-                self.dev,
-                self.dma,
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-            )
-        };
-    }
-}
-
-impl Drop for MappedCmd {
-    fn drop(&mut self) {
-        // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant); the owner
-        // drops the mapping when the device no longer reads the command (the request's use ended,
-        // or its SEND was never posted).
-        unsafe {
-            raw::rnvme_ib_dma_unmap_single(
-                self.dev,
-                self.dma,
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-            )
-        };
-    }
-}
-
-/// The DMA-mapped scatterlist of a request's data, unmapped and freed when dropped.
-///
-/// # Invariants
-///
-/// `table` is allocated and mapped on `dev` in direction `dir` with `nents` DMA entries; `dev`
-/// stays registered until the mapping is dropped (the queue that mapped it keeps its device
-/// context until its requests ended).
-pub(crate) struct MappedSg {
-    table: raw::sg_table,
-    nents: i32,
-    dev: *mut raw::ib_device,
-    dir: i32,
-}
-
-// SAFETY: the table is plain memory owned by this object.
-unsafe impl Send for MappedSg {}
-// SAFETY: `&MappedSg` only reads.
-unsafe impl Sync for MappedSg {}
-
-impl MappedSg {
-    /// The number of DMA entries.
-    pub(crate) fn nents(&self) -> i32 {
-        self.nents
-    }
-
-    /// The DMA entries as (bus address, length).
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        let mut sg = self.table.sgl;
-        (0..self.nents).map(move |_| {
-            // SAFETY: the table holds `nents` mapped entries (type invariant); `sg_next` walks
-            // the chain of the allocated table.
-            unsafe {
-                let e = (raw::rnvme_sg_dma_address(sg), raw::rnvme_sg_dma_len(sg));
-                sg = raw::sg_next(sg);
-                e
-            }
-        })
-    }
-
-    /// Maps the entries onto `mr` for a fast registration.
-    pub(crate) fn register(&self, mr: &mut crate::rdma::qp::Mr) -> Result {
-        mr.map(self.table.sgl, self.nents)
-    }
-}
-
-impl Drop for MappedSg {
-    fn drop(&mut self) {
-        // SAFETY: `table` is mapped on `dev` in direction `dir` (type invariant) and `dev` is
-        // registered; the owner drops the mapping when the device no longer accesses the data
-        // (the request's use ended, or it was never posted).
-        unsafe { raw::rnvme_unmap_rq_data(self.dev, &mut self.table, self.dir) };
-    }
-}
-
 /// The `blk_mq_ops` of `M`'s admin (`ADMIN = true`) or I/O tag set.
-pub(crate) struct Vtable<M, const ADMIN: bool>(PhantomData<M>);
+pub(crate) struct MqVtable<M, const ADMIN: bool>(PhantomData<M>);
 
-impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
-    /// The ops table (a promoted constant: `&Vtable::<M, A>::OPS` is `'static`).
+impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
+    /// The ops table (a promoted constant: `&MqVtable::<M, A>::OPS` is `'static`).
     pub(crate) const OPS: raw::blk_mq_ops = raw::blk_mq_ops {
         queue_rq: Some(Self::queue_rq_cb),
         commit_rqs: None,
@@ -479,8 +379,8 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
     /// # Safety
     ///
     /// `set` is one of the controller's tag sets (its `driver_data` is the `nvme_ctrl` of a
-    /// live `Controller<M::Ctrl>`, as `nvme_alloc_*_tag_set` sets it).
-    unsafe fn ctrl<'a>(set: *mut raw::blk_mq_tag_set) -> &'a Controller<M::Ctrl> {
+    /// live `Controller<M::CtrlData>`, as `nvme_alloc_*_tag_set` sets it).
+    unsafe fn ctrl<'a>(set: *mut raw::blk_mq_tag_set) -> &'a Controller<M::CtrlData> {
         // SAFETY: per the caller, `driver_data` is the controller, which outlives its tag sets.
         unsafe { Controller::from_raw((*set).driver_data.cast()) }
     }
@@ -495,7 +395,7 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
         idx: u32,
     ) -> kernel::ffi::c_int {
         // SAFETY: `data` is the tag set's `driver_data`, the controller (see `ctrl`).
-        let ctrl = unsafe { Controller::<M::Ctrl>::from_raw(data.cast()) };
+        let ctrl = unsafe { Controller::<M::CtrlData>::from_raw(data.cast()) };
         let q: *const M::Queue = M::queue(ctrl, ADMIN, idx);
         // SAFETY: `hctx` is valid; the queue lives as long as the controller, which outlives
         // the hardware contexts of its tag sets.
@@ -520,7 +420,7 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
         // driver sets it, and `data` is initialised in place and never moves (the PDU is
         // allocated once with the tag set).
         unsafe {
-            (*(*pdu).nreq.get()).ctrl = ctrl.ctrl().as_raw();
+            (*(*pdu).nreq.get()).ctrl = ctrl.nvme().as_raw();
             (*(*pdu).nreq.get()).cmd = (*pdu).cmd.get();
             (*pdu).send_cqe.set_done(Some(Self::send_done_cb));
             (*pdu).reg_cqe.set_done(Some(Self::reg_done_cb));
@@ -644,7 +544,7 @@ impl<M: MqOps, const ADMIN: bool> Vtable<M, ADMIN> {
         let ctrl = unsafe { Self::ctrl(set) };
         let mut q = M::io_queues(ctrl);
         // SAFETY: `set` and the controller are valid; `q` has HCTX_MAX_TYPES entries.
-        unsafe { raw::nvmf_map_queues(set, ctrl.ctrl().as_raw(), q.as_mut_ptr()) };
+        unsafe { raw::nvmf_map_queues(set, ctrl.nvme().as_raw(), q.as_mut_ptr()) };
     }
 
     /// # Safety

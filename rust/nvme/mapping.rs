@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The DMA mappings a request holds while in flight: its command and its data, each unmapped
+//! when dropped.
+
+use crate::bindings::raw;
+use kernel::prelude::*;
+
+/// The DMA mapping of a request's submission queue entry, unmapped when dropped.
+///
+/// # Invariants
+///
+/// `dma` maps the 64-byte command in a request's PDU to `dev` (`DMA_TO_DEVICE`); `dev` stays
+/// registered until the mapping is dropped (the queue that mapped it keeps its device context
+/// until its requests ended).
+pub(crate) struct MappedCmd {
+    pub(super) dma: u64,
+    pub(super) dev: *mut raw::ib_device,
+}
+
+// SAFETY: the mapping is a bus address of a device; it may be used and unmapped on any thread.
+unsafe impl Send for MappedCmd {}
+
+impl MappedCmd {
+    /// The command's bus address.
+    pub(crate) fn dma_addr(&self) -> u64 {
+        self.dma
+    }
+
+    /// Hands the command to the device after the CPU wrote it.
+    pub(crate) fn sync_for_device(&self) {
+        // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant).
+        unsafe {
+            raw::rnvme_ib_dma_sync_single_for_device(
+                self.dev,
+                self.dma,
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+    }
+}
+
+impl Drop for MappedCmd {
+    fn drop(&mut self) {
+        // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant); the owner
+        // drops the mapping when the device no longer reads the command (the request's use ended,
+        // or its SEND was never posted).
+        unsafe {
+            raw::rnvme_ib_dma_unmap_single(
+                self.dev,
+                self.dma,
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+            )
+        };
+    }
+}
+
+/// The DMA-mapped scatterlist of a request's data, unmapped and freed when dropped.
+///
+/// # Invariants
+///
+/// `table` is allocated and mapped on `dev` in direction `dir` with `nents` DMA entries; `dev`
+/// stays registered until the mapping is dropped (the queue that mapped it keeps its device
+/// context until its requests ended).
+pub(crate) struct MappedSg {
+    pub(super) table: raw::sg_table,
+    pub(super) nents: i32,
+    pub(super) dev: *mut raw::ib_device,
+    pub(super) dir: i32,
+}
+
+// SAFETY: the table is plain memory owned by this object.
+unsafe impl Send for MappedSg {}
+// SAFETY: `&MappedSg` only reads.
+unsafe impl Sync for MappedSg {}
+
+impl MappedSg {
+    /// The number of DMA entries.
+    pub(crate) fn nents(&self) -> i32 {
+        self.nents
+    }
+
+    /// The DMA entries as (bus address, length).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        let mut sg = self.table.sgl;
+        (0..self.nents).map(move |_| {
+            // SAFETY: the table holds `nents` mapped entries (type invariant); `sg_next` walks
+            // the chain of the allocated table.
+            unsafe {
+                let e = (raw::rnvme_sg_dma_address(sg), raw::rnvme_sg_dma_len(sg));
+                sg = raw::sg_next(sg);
+                e
+            }
+        })
+    }
+
+    /// Maps the entries onto `mr` for a fast registration.
+    pub(crate) fn register(&self, mr: &mut crate::rdma::qp::Mr) -> Result {
+        mr.map(self.table.sgl, self.nents)
+    }
+}
+
+impl Drop for MappedSg {
+    fn drop(&mut self) {
+        // SAFETY: `table` is mapped on `dev` in direction `dir` (type invariant) and `dev` is
+        // registered; the owner drops the mapping when the device no longer accesses the data
+        // (the request's use ended, or it was never posted).
+        unsafe { raw::rnvme_unmap_rq_data(self.dev, &mut self.table, self.dir) };
+    }
+}

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A controller's tag sets (`nvme_alloc_admin_tag_set`, `nvme_alloc_io_tag_set`), with the
+//! transport's [`MqOps`], and the lookup of a request by command identifier.
+
+use super::{
+    ctrl::{Controller, CtrlOps},
+    mq::{MqOps, MqVtable, Pdu, Request},
+};
+use crate::bindings::raw;
+use kernel::{error::to_result, prelude::*};
+
+impl<T: CtrlOps> Controller<T> {
+    /// Allocates the admin tag set (and the admin and fabrics request queues) with `M`'s ops.
+    /// Undone by [`Controller::remove_admin_tag_set`].
+    pub(crate) fn alloc_admin_tag_set<M: MqOps<CtrlData = T>>(&self, extra: usize) -> Result {
+        let ops: &'static raw::blk_mq_ops = &MqVtable::<M, true>::OPS;
+        // SAFETY: the controller is initialised; the tag set storage is pinned inside it and
+        // outlives the set (removed before the controller is freed); `ops` is static.
+        to_result(unsafe {
+            raw::nvme_alloc_admin_tag_set(
+                self.nctrl.get(),
+                self.admin_tag_set.get(),
+                ops,
+                Pdu::<M::Data>::cmd_size(extra),
+            )
+        })
+    }
+
+    /// Frees the admin tag set and queues.
+    pub(crate) fn remove_admin_tag_set(&self) {
+        // SAFETY: the controller is initialised; the core checks that an admin tag set exists.
+        unsafe { raw::nvme_remove_admin_tag_set(self.nctrl.get()) };
+    }
+
+    /// Allocates the I/O tag set with `nr_maps` queue maps (2, or 3 with poll queues).
+    /// Undone by [`Controller::remove_io_tag_set`].
+    pub(crate) fn alloc_io_tag_set<M: MqOps<CtrlData = T>>(
+        &self,
+        nr_maps: u32,
+        extra: usize,
+    ) -> Result {
+        let ops: &'static raw::blk_mq_ops = &MqVtable::<M, false>::OPS;
+        // SAFETY: as for the admin tag set.
+        to_result(unsafe {
+            raw::nvme_alloc_io_tag_set(
+                self.nctrl.get(),
+                self.tag_set.get(),
+                ops,
+                nr_maps,
+                Pdu::<M::Data>::cmd_size(extra),
+            )
+        })
+    }
+
+    /// The number of hardware queues of the I/O tag set.
+    pub(crate) fn io_nr_hw_queues(&self) -> u32 {
+        // SAFETY: read after `alloc_io_tag_set` succeeded (the transport tracks that).
+        unsafe { (*self.tag_set.get()).nr_hw_queues }
+    }
+
+    /// Resizes the I/O tag set to `nr` hardware queues (`blk_mq_update_nr_hw_queues`): a
+    /// reconnect may get a different queue count. The I/O queues must be frozen.
+    pub(crate) fn update_io_nr_hw_queues(&self, nr: u32) {
+        let nr = i32::try_from(nr).unwrap_or(i32::MAX);
+        // SAFETY: called after `alloc_io_tag_set` succeeded and before `remove_io_tag_set` (the
+        // transport tracks that); blk-mq serialises the update against the set's queues.
+        unsafe { raw::blk_mq_update_nr_hw_queues(self.tag_set.get(), nr) };
+    }
+
+    /// Frees the I/O tag set.
+    pub(crate) fn remove_io_tag_set(&self) {
+        // SAFETY: the controller is initialised; the core checks that an I/O tag set exists.
+        unsafe { raw::nvme_remove_io_tag_set(self.nctrl.get()) };
+    }
+
+    /// Looks up the in-flight request of `command_id` on queue `qid` (0: admin); `None` if the
+    /// tag is out of range, not started, or the command's generation does not match.
+    ///
+    /// Called for the responses a queue receives. The transport allocates each tag set before any
+    /// queue that completes into it can receive (the admin tag set before queue 0 connects, the
+    /// I/O tag set before the I/O queues), and removes it only after those queues are drained.
+    pub(crate) fn find_rq<M: MqOps<CtrlData = T>>(
+        &self,
+        qid: u16,
+        command_id: u16,
+    ) -> Option<&Request<M>> {
+        let (set, idx) = if qid == 0 {
+            (self.admin_tag_set.get(), 0)
+        } else {
+            (self.tag_set.get(), u32::from(qid) - 1)
+        };
+        // SAFETY: a queue receives only while the tag set it completes into is allocated (see
+        // above), so `set` is initialised; the allocation happened before the queue connected,
+        // which orders it before this receive; `nr_hw_queues` bounds `idx`.
+        let rq = unsafe {
+            if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
+                return None;
+            }
+            let tags = raw::rnvme_tagset_tags(set, idx);
+            if tags.is_null() {
+                return None;
+            }
+            raw::rnvme_nvme_find_rq(tags, command_id)
+        };
+        if rq.is_null() {
+            None
+        } else {
+            // SAFETY: a request of our tag set `M` (the caller names the ops of its tag sets),
+            // valid while in flight.
+            Some(unsafe { Request::from_raw_pub(rq) })
+        }
+    }
+}

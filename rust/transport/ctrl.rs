@@ -1,0 +1,519 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The controller and its queues: a queue's rdma_cm connection (CQ, QP, receive ring, MR pool),
+//! its stop and release, and the transport's part of a controller. The types point in a circle
+//! (controller → queue → connection → controller), so they live together.
+
+#![deny(unsafe_code)]
+
+use super::{
+    device::{dev_get, max_fr_pages, DevUse, RdmaDev},
+    text, Ctrl,
+};
+use crate::{
+    nvme::{opt, State},
+    proto::{
+        capsule::{CQE_LEN, SQE_LEN},
+        cm::{parse_rej, CmRej, CmReq},
+    },
+    rdma::{
+        cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam, QpResources},
+        qp::{self, QpAttr, QpCell, Wc},
+        verbs::{Cq, DeviceRef, DmaBuf, DmaDir, Pd, PollCell, PollCtx},
+        SockAddr,
+    },
+};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{aref::ARef, Arc, CondVar, Mutex},
+};
+
+/// rdma_cm address and route resolution timeout (the C driver's `NVME_RDMA_CM_TIMEOUT_MS`).
+const CM_TIMEOUT_MS: u32 = 3000;
+/// Upper bound on establishing one queue's connection (address, route, connect). The C driver
+/// waits without a bound; rdma_cm's own timeouts normally fire well before this.
+const CM_ESTABLISH_TIMEOUT_MS: u32 = 30_000;
+/// `NVME_AQ_DEPTH`: the admin queue's depth.
+pub(super) const AQ_DEPTH: u32 = 32;
+/// `NVME_AQ_BLK_MQ_DEPTH`: the admin tag set's depth; the AER uses command IDs from there on.
+pub(super) const AQ_BLK_MQ_DEPTH: u16 = 31;
+
+// ------------------------------------------------------------------------------------------
+// Queues and their RDMA connections
+
+/// A receive buffer for one NVMe completion.
+pub(super) struct RspQe {
+    pub(super) cqe: qp::Cqe,
+    pub(super) buf: DmaBuf,
+    pub(super) ctrl: ARef<Ctrl>,
+    pub(super) qid: u16,
+}
+
+crate::impl_has_cqe!(RspQe, cqe, 0);
+
+/// What a connection's QP is created with, when its address is resolved: its CQ and the device
+/// context holding its PD. The `CmId` owns it from `create_qp` on and drops it after destroying
+/// the QP.
+pub(super) struct ConnQpRes {
+    pub(super) cq: Cq,
+    pub(super) dev: DevUse,
+}
+
+impl QpResources for ConnQpRes {
+    fn pd(&self) -> &Pd {
+        &self.dev.0.pd
+    }
+
+    fn cq(&self) -> &Cq {
+        &self.cq
+    }
+}
+
+/// Connection establishment state of one queue.
+pub(super) struct CmState {
+    pub(super) done: bool,
+    pub(super) err: i32,
+    /// The receive buffers, posted once the connection is established. Freed with the handler,
+    /// after the `CmId` destroyed the QP.
+    pub(super) ring: Option<KVec<RspQe>>,
+    pub(super) recvs_posted: bool,
+}
+
+/// The rdma_cm event handler of a queue's connection.
+#[pin_data]
+pub(super) struct ConnCm {
+    pub(super) ctrl: ARef<Ctrl>,
+    pub(super) qid: u16,
+    pub(super) queue_size: u32,
+    /// A poll queue: its CQ is polled by blk-mq instead of softirq.
+    pub(super) poll: bool,
+    #[pin]
+    pub(super) state: Mutex<CmState>,
+    #[pin]
+    pub(super) cond: CondVar,
+}
+
+impl ConnCm {
+    pub(super) fn finish(&self, err: i32) {
+        let mut st = self.state.lock();
+        if !st.done {
+            st.done = true;
+            st.err = err;
+        }
+        drop(st);
+        self.cond.notify_all();
+    }
+
+    pub(super) fn established(&self) -> bool {
+        self.state.lock().done
+    }
+
+    /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
+    /// route.
+    fn addr_resolved(&self, id: &CmIdLocked<Self>) -> Result {
+        let ctrl = &self.ctrl;
+        let ibdev = id.device().ok_or(ENODEV)?;
+        let dev = DevUse(dev_get(ibdev).inspect_err(|_| {
+            dev_err!(ctrl, "no client data found!\n");
+        })?);
+        let qs = self.queue_size;
+        // MR, SEND, INV per request, + RECV; +1 for ib_drain_qp.
+        let cq_size = 4 * qs + 1;
+        let idx = u32::from(self.qid);
+        let comp_vector = if idx == 0 { 0 } else { idx - 1 } % ibdev.num_comp_vectors();
+        let ctx = if self.poll {
+            PollCtx::Direct
+        } else {
+            PollCtx::PoolSoftirq
+        };
+        let cq = Cq::new(ibdev, cq_size, comp_vector, ctx)?;
+        let attr = QpAttr {
+            max_send_wr: 3 * qs + 1,
+            max_recv_wr: qs + 1,
+            max_send_sge: 1 + dev.0.num_inline_segments,
+            max_recv_sge: 1,
+            context: core::ptr::null_mut(),
+        };
+        // From here the id owns the CQ and the device context: an error below cannot free
+        // them under the QP.
+        id.create_qp(ConnQpRes { cq, dev }, &attr)?;
+        let qp = id.qp().ok_or(ENOMEM)?;
+        let mut ring = KVec::with_capacity(qs as usize, GFP_KERNEL)?;
+        for _ in 0..qs {
+            let dref = DeviceRef::get(ibdev).ok_or(ENODEV)?;
+            ring.push(
+                RspQe {
+                    cqe: qp::Cqe::new(),
+                    buf: DmaBuf::new(dref, CQE_LEN, DmaDir::FromDevice)?,
+                    ctrl: ctrl.clone(),
+                    qid: self.qid,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        // One more entry than pages: a misaligned first entry takes two.
+        let pages_per_mr = max_fr_pages(ibdev) + 1;
+        qp.mr_pool_init(qs, pages_per_mr).inspect_err(|_| {
+            dev_err!(
+                ctrl,
+                "failed to initialize MR pool sized {} for QID {}\n",
+                qs,
+                self.qid
+            );
+        })?;
+        self.state.lock().ring = Some(ring);
+        let tos = ctrl.nvme().opts().tos();
+        if tos >= 0 {
+            id.set_service_type(tos as u8);
+        }
+        id.resolve_route(CM_TIMEOUT_MS).inspect_err(|e| {
+            dev_err!(ctrl, "rdma_resolve_route failed ({}).\n", e.to_errno());
+        })
+    }
+
+    /// `RDMA_CM_EVENT_ROUTE_RESOLVED`: send the connect request.
+    fn route_resolved(&self, id: &CmIdLocked<Self>) -> Result {
+        let c = self.ctrl.nvme();
+        let rd_atom = id.device().map_or(0, |d| d.max_qp_rd_atom());
+        let req = if self.qid == 0 {
+            CmReq {
+                qid: 0,
+                hrqsize: AQ_DEPTH as u16,
+                hsqsize: (AQ_DEPTH - 1) as u16,
+                cntlid: 0,
+            }
+        } else {
+            CmReq {
+                qid: self.qid,
+                hrqsize: self.queue_size as u16,
+                hsqsize: c.sqsize(),
+                cntlid: c.cntlid(),
+            }
+        };
+        let priv_data = req.to_bytes();
+        id.connect(&ConnParam {
+            private_data: &priv_data,
+            responder_resources: rd_atom.min(255) as u8,
+            flow_control: true,
+            retry_count: 7,
+            rnr_retry_count: 7,
+        })
+        .inspect_err(|e| {
+            dev_err!(
+                self.ctrl,
+                "rdma_connect_locked failed ({}).\n",
+                e.to_errno()
+            );
+        })
+    }
+
+    /// `RDMA_CM_EVENT_ESTABLISHED`: post every receive buffer.
+    fn conn_established(&self, id: &CmIdLocked<Self>) -> Result {
+        let qp = id.qp().ok_or(ENOTCONN)?;
+        let mut st = self.state.lock();
+        let ring = st.ring.as_ref().ok_or(ENOTCONN)?;
+        let lkey = qp.local_dma_lkey();
+        for qe in ring.iter() {
+            qe.cqe.arm::<RspQe, 0>();
+            qp.post_recv(&qe.cqe, &qp::sge(qe.buf.dma_addr(), CQE_LEN as u32, lkey))?;
+        }
+        st.recvs_posted = true;
+        Ok(())
+    }
+
+    fn conn_rejected(&self, r: &crate::rdma::cm::Reject<'_>) -> i32 {
+        match r.private_data.map(parse_rej) {
+            Some(CmRej::Nvme(sts)) => dev_err!(
+                self.ctrl,
+                "Connect rejected: status {} ({}) nvme status {} ({}).\n",
+                r.status,
+                text(r.reason),
+                sts.code(),
+                sts.message()
+            ),
+            _ => dev_err!(
+                self.ctrl,
+                "Connect rejected: status {} ({}).\n",
+                r.status,
+                text(r.reason)
+            ),
+        }
+        ECONNRESET.to_errno()
+    }
+}
+
+impl CmHandler for ConnCm {
+    type QpRes = ConnQpRes;
+
+    fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>) {
+        let r = match ev {
+            CmEvent::AddrResolved => this.addr_resolved(id).err().map(|e| e.to_errno()),
+            CmEvent::RouteResolved => this.route_resolved(id).err().map(|e| e.to_errno()),
+            CmEvent::Established => {
+                let r = this.conn_established(id).err().map_or(0, |e| e.to_errno());
+                this.finish(r);
+                return;
+            }
+            CmEvent::Rejected(r) => Some(this.conn_rejected(r)),
+            CmEvent::AddrError(s) => {
+                dev_info!(this.ctrl, "address resolution failed (status {})\n", s);
+                Some(ECONNRESET.to_errno())
+            }
+            CmEvent::RouteError(s) => {
+                dev_info!(this.ctrl, "route resolution failed (status {})\n", s);
+                Some(ECONNRESET.to_errno())
+            }
+            CmEvent::ConnectError(s) | CmEvent::Unreachable(s) => {
+                dev_info!(
+                    this.ctrl,
+                    "connection failed: peer unreachable (status {})\n",
+                    s
+                );
+                Some(ECONNRESET.to_errno())
+            }
+            CmEvent::Disconnected | CmEvent::AddrChange | CmEvent::TimewaitExit => {
+                if this.established() {
+                    if this.ctrl.nvme().state() == State::Live {
+                        dev_info!(this.ctrl, "disconnect received - connection closed\n");
+                    }
+                    error_recovery(&this.ctrl);
+                    None
+                } else {
+                    Some(ECONNRESET.to_errno())
+                }
+            }
+            // Device removal is handled through the ib_client `remove` callback.
+            CmEvent::DeviceRemoval => None,
+            CmEvent::Other(e, st) => {
+                dev_err!(
+                    this.ctrl,
+                    "Unexpected RDMA CM event ({}, status {})\n",
+                    e,
+                    st
+                );
+                error_recovery(&this.ctrl);
+                None
+            }
+        };
+        if let Some(err) = r {
+            this.finish(err);
+        }
+    }
+}
+
+/// One NVMe queue (0 is the admin queue).
+#[pin_data]
+pub(crate) struct Queue {
+    pub(super) qid: u16,
+    /// `NVME_RDMA_Q_LIVE`: the Fabrics Connect succeeded.
+    pub(super) live: AtomicBool,
+    /// The QP for the data path (see `QpCell` for the lifetime protocol).
+    pub(super) qp: QpCell,
+    /// The CQ blk-mq polls, on poll queues.
+    #[pin]
+    pub(super) poll_cq: PollCell,
+    pub(super) num_inline_segments: AtomicU32,
+    /// In-capsule data bytes (0 on the admin queue).
+    pub(super) inline_size: AtomicU32,
+    /// An empty MR pool was reported for the current connection.
+    pub(super) mr_pool_empty: AtomicBool,
+    /// The allocated connection (`NVME_RDMA_Q_ALLOCATED`).
+    #[pin]
+    pub(super) conn: Mutex<Option<CmId<ConnCm>>>,
+}
+
+impl Queue {
+    pub(super) fn new(qid: u16) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            qid,
+            live: AtomicBool::new(false),
+            qp: QpCell::new(),
+            poll_cq <- PollCell::new(),
+            num_inline_segments: AtomicU32::new(0),
+            inline_size: AtomicU32::new(0),
+            mr_pool_empty: AtomicBool::new(false),
+            conn <- new_mutex!(None),
+        })
+    }
+
+    /// Connects the queue's RDMA connection (`nvme_rdma_alloc_queue`), with a bounded wait.
+    pub(super) fn alloc(&self, ctrl: &ARef<Ctrl>, queue_size: u32) -> Result {
+        let q = &ctrl.io_queues;
+        let poll = self.qid != 0
+            && q[2].load(Relaxed) > 0
+            && u32::from(self.qid) > q[0].load(Relaxed) + q[1].load(Relaxed);
+        let h = Arc::pin_init(
+            pin_init!(ConnCm {
+                ctrl: ctrl.clone(),
+                qid: self.qid,
+                queue_size,
+                poll,
+                state <- new_mutex!(CmState {
+                    done: false,
+                    err: 0,
+                    ring: None,
+                    recvs_posted: false,
+                }),
+                cond <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )?;
+        let cm = CmId::new(h.clone()).inspect_err(|e| {
+            dev_info!(ctrl, "failed to create CM ID: {}\n", e.to_errno());
+        })?;
+        let src = if ctrl.nvme().opts().mask() & opt::HOST_TRADDR != 0 {
+            ctrl.src.as_ref()
+        } else {
+            None
+        };
+        cm.resolve_addr(src, &ctrl.addr, CM_TIMEOUT_MS)
+            .inspect_err(|e| dev_info!(ctrl, "rdma_resolve_addr failed ({}).\n", e.to_errno()))?;
+        let err = {
+            let mut st = h.state.lock();
+            let mut left = kernel::time::msecs_to_jiffies(CM_ESTABLISH_TIMEOUT_MS);
+            let mut err = 0;
+            while !st.done {
+                match h.cond.wait_interruptible_timeout(&mut st, left) {
+                    kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
+                    kernel::sync::CondVarTimeoutResult::Signal { .. } => {
+                        err = EINTR.to_errno();
+                        break;
+                    }
+                    kernel::sync::CondVarTimeoutResult::Timeout => {
+                        dev_err!(
+                            ctrl,
+                            "queue {}: no RDMA connection after {} ms, giving up\n",
+                            self.qid,
+                            CM_ESTABLISH_TIMEOUT_MS
+                        );
+                        err = ETIMEDOUT.to_errno();
+                        break;
+                    }
+                }
+            }
+            if st.done {
+                st.err
+            } else {
+                err
+            }
+        };
+        if err != 0 {
+            dev_info!(ctrl, "rdma connection establishment failed ({})\n", err);
+            // Dropping the id stops its events, destroys the QP and frees the resources.
+            if let Some(qp) = cm.qp() {
+                if h.state.lock().recvs_posted {
+                    let _ = cm.disconnect();
+                    qp.drain();
+                }
+            }
+            drop(cm);
+            return Err(Error::from_errno(err));
+        }
+        let qp = cm.qp().ok_or(ENOTCONN)?;
+        let nis = cm.qp_res().map_or(0, |r| r.dev.0.num_inline_segments);
+        self.num_inline_segments.store(nis, Relaxed);
+        let inline = if self.qid == 0 {
+            0
+        } else {
+            (ctrl.nvme().ioccsz() * 16).saturating_sub(SQE_LEN as u32)
+        };
+        self.inline_size.store(inline, Relaxed);
+        if let Some(res) = cm.qp_res() {
+            self.poll_cq.set(&res.cq);
+        }
+        // A new connection has a new, full MR pool.
+        self.mr_pool_empty.store(false, Relaxed);
+        self.qp.set(qp);
+        *self.conn.lock() = Some(cm);
+        Ok(())
+    }
+
+    /// Disconnects and drains the queue if it is live (`nvme_rdma_stop_queue`).
+    pub(super) fn stop(&self) {
+        let conn = self.conn.lock();
+        if let Some(cm) = conn.as_ref() {
+            if self.live.swap(false, Relaxed) {
+                let _ = cm.disconnect();
+                if let Some(qp) = cm.qp() {
+                    qp.drain();
+                }
+            }
+        }
+    }
+
+    /// Releases the connection (`nvme_rdma_free_queue`). The queue must be stopped (or never
+    /// started) and its requests cancelled.
+    pub(super) fn free(&self) {
+        let cm = self.conn.lock().take();
+        if let Some(cm) = cm {
+            // Drain (if anything may still be posted) before withdrawing the QP from the data
+            // path: completions that still run need it to return MRs and unmap commands.
+            let posted = cm.handler().state.lock().recvs_posted;
+            if posted && self.live.swap(false, Relaxed) {
+                let _ = cm.disconnect();
+            }
+            if posted {
+                if let Some(qp) = cm.qp() {
+                    qp.drain();
+                }
+            }
+            self.qp.clear();
+            self.poll_cq.clear();
+            drop(cm);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Controller
+
+crate::global_mutex! {
+    /// The transport's live controllers (the C driver's `nvme_rdma_ctrl_list`).
+    pub(super) static CTRLS: KVec<ARef<Ctrl>> = KVec::new();
+}
+
+/// The transport's part of a controller.
+#[pin_data]
+pub(crate) struct RdmaCtrl {
+    pub(super) queues: KVec<Pin<KBox<Queue>>>,
+    pub(super) addr: SockAddr,
+    pub(super) src: Option<SockAddr>,
+    #[pin]
+    pub(super) dev: Mutex<Option<Arc<RdmaDev>>>,
+    pub(super) max_fr_pages: AtomicU32,
+    pub(super) use_inline_data: AtomicBool,
+    pub(super) io_queues: [AtomicU32; 3],
+    #[pin]
+    pub(super) aen_sqe: Mutex<Option<DmaBuf>>,
+    pub(super) admin_set: AtomicBool,
+    pub(super) io_set: AtomicBool,
+}
+
+impl RdmaCtrl {
+    pub(super) fn queue(&self, qid: u16) -> Option<&Queue> {
+        self.queues.get(usize::from(qid)).map(|q| &**q)
+    }
+}
+
+pub(super) fn error_recovery(ctrl: &Ctrl) {
+    if !ctrl.nvme().change_state(State::Resetting) {
+        return;
+    }
+    dev_warn!(ctrl, "starting error recovery\n");
+    ctrl.queue_err_work();
+}
+
+pub(super) fn wr_error(ctrl: &Ctrl, wc: &Wc, op: &str) {
+    if ctrl.nvme().state() == State::Live {
+        dev_info!(
+            ctrl,
+            "{} failed with status {} ({})\n",
+            op,
+            text(wc.status_msg()),
+            wc.status()
+        );
+    }
+    error_recovery(ctrl);
+}
