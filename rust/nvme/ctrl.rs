@@ -2,9 +2,13 @@
 
 //! nvme controllers owned by a transport: `struct nvme_ctrl` embedded in a Rust object, with the
 //! `nvme_ctrl_ops` callbacks dispatched to a [`CtrlOps`] implementation.
+//!
+//! C header: [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
 use super::{fabrics::FabricsDevice, nvme_ctrl::NvmeCtrl, options::Options};
 use crate::bindings::raw;
+use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Wc};
+use core::sync::atomic::AtomicBool;
 use core::{marker::PhantomData, ops::Deref};
 use kernel::{
     error::to_result,
@@ -31,7 +35,7 @@ pub(crate) trait CtrlOps: Sized + Send + Sync + 'static {
     /// A reconnect attempt (queued by [`Controller::queue_reconnect`]).
     fn reconnect_work(ctrl: &Controller<Self>);
     /// The SEND of an asynchronous event request completed.
-    fn aen_send_done(ctrl: &Controller<Self>, wc: &crate::rdma::qp::Wc);
+    fn aen_send_done(ctrl: &Controller<Self>, wc: &Wc);
 }
 
 /// A controller: the core's `struct nvme_ctrl` and the transport's state `T`.
@@ -49,12 +53,16 @@ pub(crate) struct Controller<T: CtrlOps> {
     pub(super) admin_tag_set: Opaque<raw::blk_mq_tag_set>,
     #[pin]
     pub(super) tag_set: Opaque<raw::blk_mq_tag_set>,
+    /// The admin tag set is allocated (set on the setup path that allocates and frees it).
+    pub(super) admin_set: AtomicBool,
+    /// The I/O tag set is allocated.
+    pub(super) io_set: AtomicBool,
     #[pin]
     err_work: Opaque<raw::work_struct>,
     #[pin]
     reconnect_work: Opaque<raw::delayed_work>,
     /// Completion entry of the asynchronous event request's SEND.
-    aen_cqe: crate::rdma::qp::Cqe,
+    aen_cqe: Cqe,
     /// Whether `free_ctrl` frees the options (set when creation succeeded).
     owns_opts: core::sync::atomic::AtomicBool,
     #[pin]
@@ -89,6 +97,18 @@ impl<T: CtrlOps> AsRef<kernel::device::Device> for Controller<T> {
         // `device` at the controller's own `ctrl_device` and nothing writes it afterwards; that
         // device lives until `free_ctrl`, after the last reference to `self`.
         unsafe { kernel::device::Device::from_raw((*self.nctrl.get()).device) }
+    }
+}
+
+// SAFETY: the offset is the compiler's, of the `Cqe` field `aen_cqe`.
+unsafe impl<T: CtrlOps> HasCqe<0> for Controller<T> {
+    const OFFSET: usize = core::mem::offset_of!(Self, aen_cqe);
+}
+
+/// The completion of the asynchronous event request's SEND.
+impl<T: CtrlOps> CqeDone<0> for Controller<T> {
+    fn done(this: &Self, wc: &Wc) {
+        T::aen_send_done(this, wc);
     }
 }
 
@@ -206,20 +226,6 @@ unsafe extern "C" fn reconnect_work_cb<T: CtrlOps>(w: *mut raw::work_struct) {
 
 /// # Safety
 ///
-/// Called by ib_core for a completion of a controller's `aen_cqe`.
-unsafe extern "C" fn aen_done_cb<T: CtrlOps>(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
-    let off = core::mem::offset_of!(Controller<T>, aen_cqe);
-    // SAFETY: the entry is the `aen_cqe` of a live controller (the admin queue that posted it is
-    // drained before the controller goes away); `wc` is valid during the callback.
-    unsafe {
-        let cqe = *(*wc).__bindgen_anon_1.wr_cqe;
-        let c = &*cqe.cast::<u8>().sub(off).cast::<Controller<T>>();
-        T::aen_send_done(c, &*wc.cast::<crate::rdma::qp::Wc>());
-    }
-}
-
-/// # Safety
-///
 /// Any controller pointer (unused).
 unsafe extern "C" fn get_virt_boundary_cb(_p: *mut raw::nvme_ctrl, _admin: bool) -> usize {
     // Fast-registration MRs are page lists of NVME_CTRL_PAGE_SIZE pages (as the C driver).
@@ -241,10 +247,12 @@ impl<T: CtrlOps> Controller<T> {
                 // SAFETY: all-zero is the state `nvme_init_ctrl` expects for the fields it
                 // does not set itself (as the C driver's kzalloc).
                 nctrl <- Opaque::ffi_init(|p: *mut raw::nvme_ctrl| unsafe { p.write_bytes(0, 1) }),
-                // The tag sets are initialised by `nvme_alloc_*_tag_set`, and not read before:
-                // see `find_rq` for the order that guarantees it.
-                admin_tag_set: Opaque::uninit(),
-                tag_set: Opaque::uninit(),
+                // Zeroed until `nvme_alloc_*_tag_set` initialises them (and `tags` is null again
+                // once freed): a query before or after finds no hardware queue, no request.
+                admin_tag_set: Opaque::zeroed(),
+                tag_set: Opaque::zeroed(),
+                admin_set: AtomicBool::new(false),
+                io_set: AtomicBool::new(false),
                 // SAFETY: a zeroed work item is initialised by `rnvme_init_*work` below.
                 err_work <- Opaque::ffi_init(|p: *mut raw::work_struct| unsafe {
                     raw::rnvme_init_work(p, Some(err_work_cb::<T>))
@@ -253,15 +261,16 @@ impl<T: CtrlOps> Controller<T> {
                 reconnect_work <- Opaque::ffi_init(|p: *mut raw::delayed_work| unsafe {
                     raw::rnvme_init_delayed_work(p, Some(reconnect_work_cb::<T>))
                 }),
-                aen_cqe: crate::rdma::qp::Cqe::new(),
+                aen_cqe: Cqe::new(),
                 owns_opts: core::sync::atomic::AtomicBool::new(false),
                 data <- data,
             }),
             GFP_KERNEL,
         )?;
-        // SAFETY: no work request uses the entry yet; the callback finds the controller from
-        // the entry's offset.
-        unsafe { this.aen_cqe.set_done(Some(aen_done_cb::<T>)) };
+        // SAFETY: the entry is the `0` entry of this controller, pinned in place and freed only by
+        // `free_ctrl`, after the last reference, when the admin queue that posts it is long
+        // destroyed (the controller owns its queues); nothing is posted yet.
+        unsafe { this.aen_cqe.arm::<Self, 0>() };
         let p = this.nctrl.get();
         // SAFETY: `p` is a zeroed, pinned nvme_ctrl not yet shared with anybody.
         unsafe {
@@ -310,7 +319,7 @@ impl<T: CtrlOps> Controller<T> {
     }
 
     /// Completion entry of the asynchronous event request's SEND.
-    pub(crate) fn aen_cqe(&self) -> &crate::rdma::qp::Cqe {
+    pub(crate) fn aen_cqe(&self) -> &Cqe {
         &self.aen_cqe
     }
 
@@ -339,7 +348,8 @@ impl<T: CtrlOps> Controller<T> {
 
     /// The core's view of the controller.
     pub(crate) fn nvme(&self) -> &NvmeCtrl {
-        // SAFETY: `NvmeCtrl` is repr(transparent) over the initialised `nvme_ctrl` (type invariant).
+        // SAFETY: `NvmeCtrl` is repr(transparent) over the initialised `nvme_ctrl` (type
+        // invariant).
         unsafe { &*self.nctrl.get().cast::<NvmeCtrl>() }
     }
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Registration of a transport with the NVMe over Fabrics core (`struct nvmf_transport_ops`).
+//!
+//! C header: [`drivers/nvme/host/fabrics.h`](srctree/drivers/nvme/host/fabrics.h)
 
 use super::{nvme_ctrl::NvmeCtrl, options::Options};
 use crate::bindings::raw;

@@ -2,6 +2,9 @@
 
 //! The DMA mappings a request holds while in flight: its command and its data, each unmapped
 //! when dropped.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/linux/scatterlist.h`](srctree/include/linux/scatterlist.h)
 
 use crate::bindings::raw;
 use kernel::prelude::*;

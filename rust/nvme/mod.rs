@@ -3,6 +3,8 @@
 //! Safe abstractions over the nvme host core and the NVMe over Fabrics library.
 //!
 //! One of the two layers (with `rdma`) allowed to contain `unsafe`.
+//!
+//! C header: [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
 pub(crate) mod ctrl;
 pub(crate) mod fabrics;
@@ -14,7 +16,7 @@ mod tagset;
 
 pub(crate) use fabrics::{FabricsDevice, TransportOps, TransportRegistration};
 pub(crate) use mapping::{MappedCmd, MappedSg};
-pub(crate) use nvme_ctrl::{NvmeCtrl, State};
+pub(crate) use nvme_ctrl::{NvmeCtrl, SetupError, State};
 pub(crate) use options::{opt, Options};
 
 use crate::bindings::raw;

@@ -3,6 +3,9 @@
 //! The blk-mq side of a controller: `blk_mq_ops` dispatched to an [`MqOps`] implementation, and
 //! requests whose per-request area (PDU) starts with the core's `struct nvme_request` followed by
 //! the transport's data.
+//!
+//! C headers: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h),
+//! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
 use super::{
     ctrl::{Controller, CtrlOps},
@@ -10,7 +13,7 @@ use super::{
 };
 use crate::bindings::raw;
 use crate::rdma::{
-    qp::{Cqe, Wc},
+    qp::{Cqe, CqeDone, HasCqe, Wc},
     Device,
 };
 use core::marker::PhantomData;
@@ -41,9 +44,10 @@ pub(crate) enum TimeoutAction {
 /// The per-request area of a controller's tag sets.
 ///
 /// `struct nvme_request` must come first: the core finds it with `nvme_req(rq)`, which casts the
-/// PDU pointer.
+/// PDU pointer. A `Pdu` exists only there: this module never creates one by value, it is
+/// initialised in place by `init_request_cb`.
 #[repr(C)]
-pub(crate) struct Pdu<D> {
+pub(crate) struct Pdu<M: MqOps> {
     nreq: Opaque<raw::nvme_request>,
     /// The submission queue entry the core builds the command in (`nvme_req(rq)->cmd`).
     cmd: Opaque<raw::nvme_command>,
@@ -51,17 +55,75 @@ pub(crate) struct Pdu<D> {
     send_cqe: Cqe,
     reg_cqe: Cqe,
     inv_cqe: Cqe,
-    data: D,
+    data: M::Data,
 }
 
-// The PDU follows `struct request` directly: it must not need a stricter alignment.
-const _: () = assert!(core::mem::align_of::<Pdu<u64>>() <= core::mem::align_of::<raw::request>());
+// SAFETY: a shared `&Pdu` gives out the request it belongs to (by address), the completion
+// entries (`Sync`) and the data (`M::Data: Sync`); the C fields are only reached through raw
+// pointers by the request's owner.
+unsafe impl<M: MqOps> Sync for Pdu<M> {}
 
-impl<D> Pdu<D> {
+/// Identifiers of a PDU's completion entries.
+const SEND: u64 = 0;
+const REG: u64 = 1;
+const INV: u64 = 2;
+
+// SAFETY: the offsets are the compiler's, of the `Cqe` fields.
+unsafe impl<M: MqOps> HasCqe<SEND> for Pdu<M> {
+    const OFFSET: usize = core::mem::offset_of!(Self, send_cqe);
+}
+// SAFETY: as above.
+unsafe impl<M: MqOps> HasCqe<REG> for Pdu<M> {
+    const OFFSET: usize = core::mem::offset_of!(Self, reg_cqe);
+}
+// SAFETY: as above.
+unsafe impl<M: MqOps> HasCqe<INV> for Pdu<M> {
+    const OFFSET: usize = core::mem::offset_of!(Self, inv_cqe);
+}
+
+impl<M: MqOps> CqeDone<SEND> for Pdu<M> {
+    fn done(pdu: &Self, wc: &Wc) {
+        M::send_done(pdu.request(), wc);
+    }
+}
+
+impl<M: MqOps> CqeDone<REG> for Pdu<M> {
+    fn done(pdu: &Self, wc: &Wc) {
+        M::reg_done(pdu.request(), wc);
+    }
+}
+
+impl<M: MqOps> CqeDone<INV> for Pdu<M> {
+    fn done(pdu: &Self, wc: &Wc) {
+        M::inv_done(pdu.request(), wc);
+    }
+}
+
+impl<M: MqOps> Pdu<M> {
+    /// The PDU follows `struct request` directly: it must not need a stricter alignment.
+    const ALIGNED: () =
+        assert!(core::mem::align_of::<Self>() <= core::mem::align_of::<raw::request>());
+
     /// The size to pass as the tag set's `cmd_size` with `extra` bytes after the PDU (for inline
     /// scatterlists).
     pub(crate) const fn cmd_size(extra: usize) -> u32 {
+        let () = Self::ALIGNED;
         (core::mem::size_of::<Self>() + extra) as u32
+    }
+
+    /// The request this PDU belongs to.
+    fn request(&self) -> &Request<M> {
+        let p = core::ptr::from_ref(self).cast::<u8>();
+        // SAFETY: a `Pdu<M>` exists only in the PDU of a request of a tag set with `M`'s ops
+        // (see the type), which blk-mq places right after `struct request`; the request lives
+        // as long as its PDU.
+        unsafe {
+            Request::from_raw(
+                p.sub(core::mem::size_of::<raw::request>())
+                    .cast_mut()
+                    .cast(),
+            )
+        }
     }
 }
 
@@ -144,7 +206,7 @@ impl<M: MqOps> Request<M> {
         self.0.get()
     }
 
-    fn pdu(&self) -> *mut Pdu<M::Data> {
+    fn pdu(&self) -> *mut Pdu<M> {
         // SAFETY: the request is valid (type invariant).
         unsafe { raw::rnvme_blk_mq_rq_to_pdu(self.as_raw()).cast() }
     }
@@ -415,70 +477,23 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
         // SAFETY: blk-mq passes one of our tag sets (see `ctrl`).
         let ctrl = unsafe { Self::ctrl(set) };
         // SAFETY: `rq` is valid; its PDU has room for `Pdu<M::Data>` (cmd_size).
-        let pdu = unsafe { raw::rnvme_blk_mq_rq_to_pdu(rq).cast::<Pdu<M::Data>>() };
-        // SAFETY: the PDU is zeroed by blk-mq; `nreq` takes the controller pointer as the C
-        // driver sets it, and `data` is initialised in place and never moves (the PDU is
-        // allocated once with the tag set).
+        let pdu = unsafe { raw::rnvme_blk_mq_rq_to_pdu(rq).cast::<Pdu<M>>() };
+        // SAFETY: the PDU is zeroed by blk-mq (the entries unarmed); `nreq` takes the controller
+        // pointer as the C driver sets it, and `data` is initialised in place and never moves
+        // (the PDU is allocated once with the tag set). The entries are armed in place: the PDU
+        // stays until the tag set is freed, which the transport does only after the queues the
+        // requests are posted on are destroyed (`MqOps::queue`); nothing is posted yet.
         unsafe {
             (*(*pdu).nreq.get()).ctrl = ctrl.nvme().as_raw();
             (*(*pdu).nreq.get()).cmd = (*pdu).cmd.get();
-            (*pdu).send_cqe.set_done(Some(Self::send_done_cb));
-            (*pdu).reg_cqe.set_done(Some(Self::reg_done_cb));
-            (*pdu).inv_cqe.set_done(Some(Self::inv_done_cb));
+            (*pdu).send_cqe.arm::<Pdu<M>, SEND>();
+            (*pdu).reg_cqe.arm::<Pdu<M>, REG>();
+            (*pdu).inv_cqe.arm::<Pdu<M>, INV>();
             let init = M::init_request(ctrl, ADMIN, hctx_idx);
             match init.__init(&raw mut (*pdu).data) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             }
-        }
-    }
-
-    /// # Safety
-    ///
-    /// `cqe` is the entry at `off` in the PDU of a live request of our tag set.
-    unsafe fn rq_of_cqe<'a>(cqe: *mut raw::ib_cqe, off: usize) -> &'a Request<M> {
-        // SAFETY: per the caller the PDU starts `off` bytes before `cqe`, and blk-mq places the
-        // PDU right after `struct request` (`blk_mq_rq_to_pdu`).
-        unsafe {
-            let pdu = cqe.cast::<u8>().sub(off);
-            Request::from_raw(pdu.sub(core::mem::size_of::<raw::request>()).cast())
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by ib_core for a completion of a request's `send_cqe`.
-    unsafe extern "C" fn send_done_cb(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
-        let off = core::mem::offset_of!(Pdu<M::Data>, send_cqe);
-        // SAFETY: the entry was posted by the transport for a live request; `wc` is valid
-        // during the callback and `Wc` is repr(transparent).
-        unsafe {
-            let rq = Self::rq_of_cqe(*(*wc).__bindgen_anon_1.wr_cqe, off);
-            M::send_done(rq, &*wc.cast::<Wc>());
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by ib_core for a completion of a request's `reg_cqe`.
-    unsafe extern "C" fn reg_done_cb(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
-        let off = core::mem::offset_of!(Pdu<M::Data>, reg_cqe);
-        // SAFETY: as for `send_done_cb`.
-        unsafe {
-            let rq = Self::rq_of_cqe(*(*wc).__bindgen_anon_1.wr_cqe, off);
-            M::reg_done(rq, &*wc.cast::<Wc>());
-        }
-    }
-
-    /// # Safety
-    ///
-    /// Called by ib_core for a completion of a request's `inv_cqe`.
-    unsafe extern "C" fn inv_done_cb(_cq: *mut raw::ib_cq, wc: *mut raw::ib_wc) {
-        let off = core::mem::offset_of!(Pdu<M::Data>, inv_cqe);
-        // SAFETY: as for `send_done_cb`.
-        unsafe {
-            let rq = Self::rq_of_cqe(*(*wc).__bindgen_anon_1.wr_cqe, off);
-            M::inv_done(rq, &*wc.cast::<Wc>());
         }
     }
 
@@ -493,7 +508,7 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
         // SAFETY: `rq` is valid and its data was initialised by `init_request_cb`; blk-mq calls
         // this once, when freeing the request.
         unsafe {
-            let pdu = raw::rnvme_blk_mq_rq_to_pdu(rq).cast::<Pdu<M::Data>>();
+            let pdu = raw::rnvme_blk_mq_rq_to_pdu(rq).cast::<Pdu<M>>();
             core::ptr::drop_in_place(&raw mut (*pdu).data);
         }
     }

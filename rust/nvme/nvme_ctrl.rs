@@ -2,6 +2,9 @@
 
 //! The core's view of a controller (`struct nvme_ctrl`): its state machine, the fields a
 //! transport reads and sets, and the core and fabrics library calls on it.
+//!
+//! C headers: [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h),
+//! [`drivers/nvme/host/fabrics.h`](srctree/drivers/nvme/host/fabrics.h)
 
 use super::options::Options;
 use crate::bindings::raw;
@@ -275,33 +278,80 @@ ctrl_calls_result! {
     add => nvme_add_ctrl;
 }
 
-/// Maps an NVMe status (positive) to an errno, as the C transports do for setup failures.
-fn nvme_result(r: i32) -> Result {
-    if r > 0 {
-        Err(EIO)
-    } else {
-        to_result(r)
+/// Why a setup step failed: an errno, or the NVMe status the controller completed a setup
+/// command with (a Fabrics Connect the target refused, a failed identify). The C transports pass
+/// either on as one `int` (positive: status) to `nvmf_should_reconnect`, which gives up on a
+/// status with the Do Not Retry bit; this keeps the status until that decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SetupError {
+    /// A negative errno.
+    Errno(Error),
+    /// An NVMe status (phase bit excluded), as `nvme_submit_sync_cmd` returns it.
+    Status(u16),
+}
+
+impl From<Error> for SetupError {
+    fn from(e: Error) -> Self {
+        Self::Errno(e)
     }
+}
+
+impl SetupError {
+    /// From the C convention: negative errno or positive NVMe status (0 is not an error).
+    pub(crate) fn from_raw(r: i32) -> Option<Self> {
+        match r {
+            0 => None,
+            r if r > 0 => Some(Self::Status(r as u16)),
+            r => Some(Self::Errno(Error::from_errno(r))),
+        }
+    }
+
+    /// To the C convention (see [`SetupError::from_raw`]).
+    pub(crate) fn to_raw(self) -> i32 {
+        match self {
+            Self::Errno(e) => e.to_errno(),
+            Self::Status(s) => i32::from(s),
+        }
+    }
+
+    /// As an errno, for callers that take no status (`create_ctrl`: a status is `EIO`, as in C).
+    pub(crate) fn to_errno(self) -> Error {
+        match self {
+            Self::Errno(e) => e,
+            Self::Status(_) => EIO,
+        }
+    }
+}
+
+impl From<SetupError> for Error {
+    fn from(e: SetupError) -> Self {
+        e.to_errno()
+    }
+}
+
+/// A setup call's C result (negative errno, positive NVMe status, 0).
+fn setup_result(r: i32) -> core::result::Result<(), SetupError> {
+    SetupError::from_raw(r).map_or(Ok(()), Err)
 }
 
 impl NvmeCtrl {
     /// `nvme_init_ctrl_finish`: identify and the core's controller setup.
-    pub(crate) fn init_finish(&self) -> Result {
+    pub(crate) fn init_finish(&self) -> core::result::Result<(), SetupError> {
         // SAFETY: the controller is initialised; the admin queue is live.
-        nvme_result(unsafe { raw::nvme_init_ctrl_finish(self.raw(), false) })
+        setup_result(unsafe { raw::nvme_init_ctrl_finish(self.raw(), false) })
     }
 
     /// `nvme_enable_ctrl`. An NVMe status (positive) is an error too.
-    pub(crate) fn enable(&self) -> Result {
+    pub(crate) fn enable(&self) -> core::result::Result<(), SetupError> {
         // SAFETY: the controller is initialised; the admin queue is live.
-        nvme_result(unsafe { raw::nvme_enable_ctrl(self.raw()) })
+        setup_result(unsafe { raw::nvme_enable_ctrl(self.raw()) })
     }
 
     /// `nvmf_connect_admin_queue`: the Fabrics Connect command on the admin queue. A rejection by
     /// the target (a positive NVMe status) is an error.
-    pub(crate) fn connect_admin_queue(&self) -> Result {
+    pub(crate) fn connect_admin_queue(&self) -> core::result::Result<(), SetupError> {
         // SAFETY: the controller is initialised and its admin queue allocated.
-        nvme_result(unsafe { raw::nvmf_connect_admin_queue(self.raw()) })
+        setup_result(unsafe { raw::nvmf_connect_admin_queue(self.raw()) })
     }
 
     /// `nvme_disable_ctrl`.
@@ -311,17 +361,17 @@ impl NvmeCtrl {
     }
 
     /// `nvmf_connect_io_queue`.
-    pub(crate) fn connect_io_queue(&self, qid: u16) -> Result {
+    pub(crate) fn connect_io_queue(&self, qid: u16) -> core::result::Result<(), SetupError> {
         // SAFETY: the controller is initialised (type invariant).
-        nvme_result(unsafe { raw::nvmf_connect_io_queue(self.raw(), qid) })
+        setup_result(unsafe { raw::nvmf_connect_io_queue(self.raw(), qid) })
     }
 
     /// Negotiates the number of I/O queues (`nvme_set_queue_count`); returns how many the
     /// controller granted.
-    pub(crate) fn negotiate_queue_count(&self, want: u32) -> Result<u32> {
+    pub(crate) fn negotiate_queue_count(&self, want: u32) -> core::result::Result<u32, SetupError> {
         let mut n = want as i32;
         // SAFETY: the controller is initialised; `n` is valid for the call.
-        nvme_result(unsafe { raw::nvme_set_queue_count(self.raw(), &mut n) })?;
+        setup_result(unsafe { raw::nvme_set_queue_count(self.raw(), &mut n) })?;
         Ok(n.max(0) as u32)
     }
 
@@ -343,8 +393,11 @@ impl NvmeCtrl {
         }
     }
 
-    /// Whether the connection should be retried after `status` (`nvmf_should_reconnect`).
-    pub(crate) fn should_reconnect(&self, status: i32) -> bool {
+    /// Whether the connection should be retried after a setup failure (`nvmf_should_reconnect`:
+    /// not after a status with Do Not Retry, nor an authentication key refused or missing;
+    /// otherwise until `ctrl_loss_tmo`). `None`: the connection was lost, nothing failed yet.
+    pub(crate) fn should_reconnect(&self, err: Option<SetupError>) -> bool {
+        let status = err.map_or(0, SetupError::to_raw);
         // SAFETY: the controller is initialised (type invariant).
         unsafe { raw::nvmf_should_reconnect(self.raw(), status) }
     }

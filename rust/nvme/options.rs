@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The options of a connect request (`struct nvmf_ctrl_options`), as the fabrics core parsed them.
+//!
+//! C header: [`drivers/nvme/host/fabrics.h`](srctree/drivers/nvme/host/fabrics.h)
 
 use crate::bindings::raw;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};

@@ -2,18 +2,25 @@
 
 //! A controller's tag sets (`nvme_alloc_admin_tag_set`, `nvme_alloc_io_tag_set`), with the
 //! transport's [`MqOps`], and the lookup of a request by command identifier.
+//!
+//! C headers: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h),
+//! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
 use super::{
     ctrl::{Controller, CtrlOps},
     mq::{MqOps, MqVtable, Pdu, Request},
 };
 use crate::bindings::raw;
+use core::sync::atomic::Ordering::Relaxed;
 use kernel::{error::to_result, prelude::*};
 
 impl<T: CtrlOps> Controller<T> {
-    /// Allocates the admin tag set (and the admin and fabrics request queues) with `M`'s ops.
-    /// Undone by [`Controller::remove_admin_tag_set`].
+    /// Allocates the admin tag set (and the admin and fabrics request queues) with `M`'s ops
+    /// (`EBUSY` if it exists). Undone by [`Controller::remove_admin_tag_set`].
     pub(crate) fn alloc_admin_tag_set<M: MqOps<CtrlData = T>>(&self, extra: usize) -> Result {
+        if self.admin_set.load(Relaxed) {
+            return Err(EBUSY);
+        }
         let ops: &'static raw::blk_mq_ops = &MqVtable::<M, true>::OPS;
         // SAFETY: the controller is initialised; the tag set storage is pinned inside it and
         // outlives the set (removed before the controller is freed); `ops` is static.
@@ -22,24 +29,36 @@ impl<T: CtrlOps> Controller<T> {
                 self.nctrl.get(),
                 self.admin_tag_set.get(),
                 ops,
-                Pdu::<M::Data>::cmd_size(extra),
+                Pdu::<M>::cmd_size(extra),
             )
-        })
+        })?;
+        self.admin_set.store(true, Relaxed);
+        Ok(())
     }
 
-    /// Frees the admin tag set and queues.
+    /// Whether the admin tag set exists.
+    pub(crate) fn has_admin_tag_set(&self) -> bool {
+        self.admin_set.load(Relaxed)
+    }
+
+    /// Frees the admin tag set and queues, if they exist.
     pub(crate) fn remove_admin_tag_set(&self) {
-        // SAFETY: the controller is initialised; the core checks that an admin tag set exists.
-        unsafe { raw::nvme_remove_admin_tag_set(self.nctrl.get()) };
+        if self.admin_set.swap(false, Relaxed) {
+            // SAFETY: the controller is initialised and its admin tag set allocated (the flag).
+            unsafe { raw::nvme_remove_admin_tag_set(self.nctrl.get()) };
+        }
     }
 
-    /// Allocates the I/O tag set with `nr_maps` queue maps (2, or 3 with poll queues).
-    /// Undone by [`Controller::remove_io_tag_set`].
+    /// Allocates the I/O tag set with `nr_maps` queue maps (2, or 3 with poll queues; `EBUSY`
+    /// if it exists). Undone by [`Controller::remove_io_tag_set`].
     pub(crate) fn alloc_io_tag_set<M: MqOps<CtrlData = T>>(
         &self,
         nr_maps: u32,
         extra: usize,
     ) -> Result {
+        if self.io_set.load(Relaxed) {
+            return Err(EBUSY);
+        }
         let ops: &'static raw::blk_mq_ops = &MqVtable::<M, false>::OPS;
         // SAFETY: as for the admin tag set.
         to_result(unsafe {
@@ -48,30 +67,46 @@ impl<T: CtrlOps> Controller<T> {
                 self.tag_set.get(),
                 ops,
                 nr_maps,
-                Pdu::<M::Data>::cmd_size(extra),
+                Pdu::<M>::cmd_size(extra),
             )
-        })
+        })?;
+        self.io_set.store(true, Relaxed);
+        Ok(())
     }
 
-    /// The number of hardware queues of the I/O tag set.
+    /// Whether the I/O tag set exists.
+    pub(crate) fn has_io_tag_set(&self) -> bool {
+        self.io_set.load(Relaxed)
+    }
+
+    /// The number of hardware queues of the I/O tag set (0 if it does not exist).
     pub(crate) fn io_nr_hw_queues(&self) -> u32 {
-        // SAFETY: read after `alloc_io_tag_set` succeeded (the transport tracks that).
+        if !self.io_set.load(Relaxed) {
+            return 0;
+        }
+        // SAFETY: the set is allocated (the flag); `nr_hw_queues` is written only by the setup
+        // path that also calls this (allocation, `update_io_nr_hw_queues`).
         unsafe { (*self.tag_set.get()).nr_hw_queues }
     }
 
     /// Resizes the I/O tag set to `nr` hardware queues (`blk_mq_update_nr_hw_queues`): a
     /// reconnect may get a different queue count. The I/O queues must be frozen.
     pub(crate) fn update_io_nr_hw_queues(&self, nr: u32) {
+        if !self.io_set.load(Relaxed) {
+            return;
+        }
         let nr = i32::try_from(nr).unwrap_or(i32::MAX);
-        // SAFETY: called after `alloc_io_tag_set` succeeded and before `remove_io_tag_set` (the
-        // transport tracks that); blk-mq serialises the update against the set's queues.
+        // SAFETY: the set is allocated (the flag, cleared only by `remove_io_tag_set` on the same
+        // setup path); blk-mq serialises the update against the set's queues.
         unsafe { raw::blk_mq_update_nr_hw_queues(self.tag_set.get(), nr) };
     }
 
-    /// Frees the I/O tag set.
+    /// Frees the I/O tag set, if it exists.
     pub(crate) fn remove_io_tag_set(&self) {
-        // SAFETY: the controller is initialised; the core checks that an I/O tag set exists.
-        unsafe { raw::nvme_remove_io_tag_set(self.nctrl.get()) };
+        if self.io_set.swap(false, Relaxed) {
+            // SAFETY: the controller is initialised and its I/O tag set allocated (the flag).
+            unsafe { raw::nvme_remove_io_tag_set(self.nctrl.get()) };
+        }
     }
 
     /// Looks up the in-flight request of `command_id` on queue `qid` (0: admin); `None` if the
@@ -90,9 +125,9 @@ impl<T: CtrlOps> Controller<T> {
         } else {
             (self.tag_set.get(), u32::from(qid) - 1)
         };
-        // SAFETY: a queue receives only while the tag set it completes into is allocated (see
-        // above), so `set` is initialised; the allocation happened before the queue connected,
-        // which orders it before this receive; `nr_hw_queues` bounds `idx`.
+        // SAFETY: the set is zeroed until allocated, and its `tags` is null again once freed (so
+        // no hardware queue is found then); while allocated, a queue receives only after the
+        // allocation (the transport's order, above), and `nr_hw_queues` bounds `idx`.
         let rq = unsafe {
             if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
                 return None;

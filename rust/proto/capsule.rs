@@ -4,6 +4,8 @@
 //! submission queue entry's fields it writes (`struct nvme_common_command`), the asynchronous
 //! event request it sends itself, and the completion queue entry it parses (`struct
 //! nvme_completion`). Layouts from `include/linux/nvme.h`.
+//!
+//! C header: [`include/linux/nvme.h`](srctree/include/linux/nvme.h)
 
 #![deny(unsafe_code)]
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! RDMA-CM private data of NVMe/RDMA (NVMe over Fabrics RDMA binding, `include/linux/nvme-rdma.h`).
+//!
+//! C header: [`include/linux/nvme-rdma.h`](srctree/include/linux/nvme-rdma.h)
 
 #![deny(unsafe_code)]
 

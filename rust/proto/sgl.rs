@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! SGL descriptors carried in the command capsule (NVMe base spec, "SGL Descriptor").
+//!
+//! C header: [`include/linux/nvme.h`](srctree/include/linux/nvme.h)
 
 #![deny(unsafe_code)]
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! NVMe completion status decoding for messages (the core does the error handling).
+//!
+//! C header: [`include/linux/nvme.h`](srctree/include/linux/nvme.h)
 
 #![deny(unsafe_code)]
 

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! RDMA connection manager identifiers (`struct rdma_cm_id`) with event handlers in Rust.
+//!
+//! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h)
 
 use super::{
     qp::{Qp, QpAttr},
+    recv::{RecvDone, RecvRing},
     verbs::{Cq, Pd},
     Device, SockAddr,
 };
@@ -71,14 +74,20 @@ pub(crate) trait CmHandler: Send + Sync + Sized + 'static {
     fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>);
 }
 
-/// The protection domain and completion queue a QP is created with. A QP must not outlive them:
-/// [`CmIdLocked::create_qp`] takes them by value, so the id that destroys the QP also owns them,
-/// and drops them after it.
+/// The protection domain, completion queue and receive ring a QP is created with. A QP must not
+/// outlive them: [`CmIdLocked::create_qp`] takes them by value, so the id that destroys the QP
+/// also owns them, and drops them after it.
 pub(crate) trait QpResources: Send + Sync + 'static {
+    /// The owner's data of each receive buffer, and its completion handler.
+    type Recv: RecvDone;
+
     /// The protection domain of the QP (and of its MRs).
     fn pd(&self) -> &Pd;
     /// The completion queue of both the send and the receive queue.
     fn cq(&self) -> &Cq;
+    /// The receive buffers: armed for the QP when it is created (from then on
+    /// [`super::recv::RecvEntry::post`] posts on it), disarmed before it is destroyed.
+    fn recv_ring(&self) -> &RecvRing<Self::Recv>;
 }
 
 /// Connection parameters of [`CmIdLocked::connect`].
@@ -175,7 +184,19 @@ impl<H: CmHandler> CmIdLocked<H> {
         // checks the device); `init` is valid for the call. The CQ and PD live in the id's
         // context, which `CmId::drop` releases after destroying the QP.
         to_result(unsafe { raw::rdma_create_qp(self.raw(), res.pd().as_raw(), &mut init) })?;
+        // SAFETY: the id is live and its handler mutex held (type invariant); the QP was just
+        // created on it.
+        let qp = unsafe { (*self.raw()).qp };
+        // SAFETY: the QP lives until `CmId::drop` destroys it, which disarms the ring first; the
+        // ring is part of `res`, which the id's context owns from now on (it does not move: the
+        // context is in an `Arc`) and drops only after destroying the QP; nothing is posted yet.
+        unsafe { res.recv_ring().arm(qp) };
         Ok(res)
+    }
+
+    /// What the id's QP was created with (`None` before [`CmIdLocked::create_qp`]).
+    pub(crate) fn qp_res(&self) -> Option<&H::QpRes> {
+        self.ctx().qp_res.as_ref()
     }
 
     /// The id's QP, once [`CmIdLocked::create_qp`] succeeded.
@@ -412,6 +433,12 @@ impl<H: CmHandler> Drop for CmId<H> {
         // SAFETY: this is the only owner, so the id is destroyed exactly once; rdma_destroy_id
         // waits for a running handler.
         unsafe { raw::rdma_destroy_id(self.raw()) };
+        // SAFETY: `ctx` is still our `Arc<Ctx<H>>` (reclaimed below); no handler runs any more.
+        let res = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow(ctx.cast()) };
+        if let Some(r) = res.qp_res.as_ref() {
+            // Nothing posts on the QP from here on.
+            r.recv_ring().disarm();
+        }
         if !qp.is_null() {
             // The MR pool is emptied first, then the QP is destroyed with the verbs call since
             // the id no longer exists (as the C driver does).

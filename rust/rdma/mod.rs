@@ -4,9 +4,12 @@
 //!
 //! This is one of the two layers (with `nvme`) allowed to contain `unsafe`. Every `unsafe` block
 //! states why it is sound; the transport logic sees only the safe types defined here.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 pub(crate) mod cm;
 pub(crate) mod qp;
+pub(crate) mod recv;
 pub(crate) mod verbs;
 
 use crate::bindings::raw;

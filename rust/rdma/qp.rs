@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Queue pairs, work requests and completions.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/mr_pool.h`](srctree/include/rdma/mr_pool.h)
 
 use crate::bindings::raw;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
@@ -101,44 +104,49 @@ impl Wc {
 }
 
 /// A completion entry (`struct ib_cqe`) embedded in the object a work request belongs to.
+///
+/// An entry starts unarmed ([`Cqe::new`]). Only this layer arms one ([`Cqe::arm`], unsafe), and
+/// only inside an object that outlives every work request posted with it: a receive ring owned
+/// by the QP's [`super::cm::CmId`] ([`super::recv::RecvRing`]), a request's PDU (the tag set
+/// outlives the queues), a controller (the AER's SEND). The posting functions refuse an unarmed
+/// entry (`EINVAL`), so safe code cannot hand the HCA an entry of its own that dies first.
 #[repr(transparent)]
 pub(crate) struct Cqe(Opaque<raw::ib_cqe>);
 
-// SAFETY: the entry is only written (`arm`, `set_done`) while no work request references it,
-// and only read by ib_core's poller for a posted request: sharing it between threads is sound.
+// SAFETY: the entry is only written (`arm`) while no work request references it, and only read
+// by ib_core's poller for a posted request: sharing it between threads is sound.
 unsafe impl Sync for Cqe {}
 // SAFETY: see `Sync`; the entry holds no thread-bound state.
 unsafe impl Send for Cqe {}
 
 impl Cqe {
-    /// An entry with no callback yet (armed by [`Cqe::arm`]).
+    /// An unarmed entry: it cannot be posted until this layer arms it.
     pub(crate) const fn new() -> Self {
         Self(Opaque::new(raw::ib_cqe { done: None }))
     }
 
     /// Arms the entry so that its completion calls `T::done` for the `T` containing it.
-    pub(crate) fn arm<T: CqeDone<ID>, const ID: u64>(&self) {
-        // SAFETY: the entry is only read by the CQ poller after a work request referencing it
-        // was posted, which happens after this write (post is a release point).
+    ///
+    /// # Safety
+    ///
+    /// `self` is the `ID` entry of a `T` (at `T::OFFSET`), and that `T` stays at its address and
+    /// alive until every work request posted with the entry completed or its QP was destroyed.
+    /// No work request referencing the entry is outstanding.
+    pub(crate) unsafe fn arm<T: CqeDone<ID>, const ID: u64>(&self) {
+        // SAFETY: no work request references the entry (caller), so ib_core does not read it
+        // concurrently; a later post is a release point that publishes the write.
         unsafe { (*self.0.get()).done = Some(done_cb::<T, ID>) };
+    }
+
+    /// Whether the entry was armed (only armed entries may be posted).
+    fn armed(&self) -> bool {
+        // SAFETY: the entry is valid for the borrow; `done` is written only by `arm`, before the
+        // entry is shared with a poster.
+        unsafe { (*self.0.get()).done.is_some() }
     }
 
     pub(crate) fn as_raw(&self) -> *mut raw::ib_cqe {
         self.0.get()
-    }
-
-    /// Sets the completion callback.
-    ///
-    /// # Safety
-    ///
-    /// No work request referencing the entry is outstanding, and `done` is sound for every
-    /// completion of the entry.
-    pub(crate) unsafe fn set_done(
-        &self,
-        done: Option<unsafe extern "C" fn(*mut raw::ib_cq, *mut raw::ib_wc)>,
-    ) {
-        // SAFETY: the caller guarantees no concurrent reader.
-        unsafe { (*self.0.get()).done = done };
     }
 }
 
@@ -146,25 +154,10 @@ impl Cqe {
 ///
 /// # Safety
 ///
-/// `OFFSET` is the byte offset of a `Cqe` field of `Self` (use [`crate::impl_has_cqe`]).
+/// `OFFSET` is the byte offset of a `Cqe` field of `Self` (`core::mem::offset_of!`).
 pub(crate) unsafe trait HasCqe<const ID: u64> {
     /// Offset of the entry within `Self`.
     const OFFSET: usize;
-}
-
-/// Implements [`HasCqe`] for a field.
-#[macro_export]
-macro_rules! impl_has_cqe {
-    ($t:ty, $field:ident, $id:expr) => {
-        #[allow(unsafe_code)]
-        // SAFETY: the offset is computed by the compiler for a field of type `Cqe`.
-        unsafe impl $crate::rdma::qp::HasCqe<$id> for $t {
-            const OFFSET: usize = {
-                let _check: fn(&$t) -> &$crate::rdma::qp::Cqe = |t| &t.$field;
-                core::mem::offset_of!($t, $field)
-            };
-        }
-    };
 }
 
 /// Completion handler of the [`Cqe`] `ID` of `Self`. Runs in the CQ's polling context (softirq
@@ -218,7 +211,7 @@ pub(crate) type Sge = raw::ib_sge;
 ///
 /// The memory described by `sge` and the object containing `cqe` must stay valid until the
 /// completion ran or the QP was drained.
-pub(crate) unsafe fn post_recv(qp: &Qp, cqe: &Cqe, sge: &Sge) -> Result {
+pub(super) unsafe fn post_recv(qp: &Qp, cqe: &Cqe, sge: &Sge) -> Result {
     // SAFETY: an all-zero recv WR is valid.
     let mut wr: raw::ib_recv_wr = unsafe { core::mem::zeroed() };
     wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(cqe.as_raw());
@@ -275,10 +268,13 @@ impl Qp {
     /// Posts an optional memory registration followed by a signalled SEND of `sges`, in one
     /// chain. `send` and `reg` complete into their entries.
     ///
-    /// The objects containing the entries, the memory the SGEs describe and the MR must stay
-    /// valid until the completions ran or the QP was drained: every caller posts entries of
-    /// objects owned by the queue or by blk-mq requests, which the queue teardown drains first.
+    /// Only armed entries are accepted (see [`Cqe`]): their owners outlive the work requests. The
+    /// memory the SGEs describe must stay mapped until the completions ran or the QP was drained:
+    /// the transport keeps a request's mappings until the request ends, after its completions.
     pub(crate) fn post_send(&self, reg: Option<RegWr>, send: &Cqe, sges: &[Sge]) -> Result {
+        if !send.armed() || reg.is_some_and(|r| !r.armed) {
+            return Err(EINVAL);
+        }
         // SAFETY: all-zero WRs are valid.
         let mut wr: raw::ib_send_wr = unsafe { core::mem::zeroed() };
         wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(send.as_raw());
@@ -306,29 +302,25 @@ impl Qp {
             }
         };
         // SAFETY: the QP is live; the chain lives on this stack frame for the call (providers
-        // copy WRs and SGE lists); the lifetime of entries, memory and MR is the caller's duty
-        // described above.
+        // copy WRs and SGE lists); the entries are armed, so their owners outlive the
+        // completions (see `Cqe`); the memory and MR lifetimes are the caller's duty above.
         to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), first) })
     }
 
     /// Posts a signalled local invalidation of `rkey`, completing into `cqe`.
     pub(crate) fn post_local_inv(&self, cqe: &Cqe, rkey: u32) -> Result {
+        if !cqe.armed() {
+            return Err(EINVAL);
+        }
         // SAFETY: an all-zero WR is valid.
         let mut wr: raw::ib_send_wr = unsafe { core::mem::zeroed() };
         wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(cqe.as_raw());
         wr.opcode = raw::ib_wr_opcode_IB_WR_LOCAL_INV;
         wr.send_flags = raw::ib_send_flags_IB_SEND_SIGNALED;
         wr.ex.invalidate_rkey = core::mem::ManuallyDrop::new(rkey);
-        // SAFETY: the QP is live; `wr` is valid for the call; the entry's owner outlives the
-        // completion as for `post_send`.
+        // SAFETY: the QP is live; `wr` is valid for the call; the entry is armed, so its owner
+        // outlives the completion (see `Cqe`).
         to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), &wr) })
-    }
-
-    /// Posts a receive of one buffer into `cqe`'s owner (see [`Qp::post_send`] for lifetimes).
-    pub(crate) fn post_recv(&self, cqe: &Cqe, sge: &Sge) -> Result {
-        // SAFETY: the buffer and entry stay valid until the completion or the drain (the
-        // receive rings are owned by the queue's connection, which destroys the QP first).
-        unsafe { post_recv(self, cqe, sge) }
     }
 }
 
@@ -387,6 +379,7 @@ impl Mr {
             mr: self.mr,
             key: self.rkey(),
             cqe: cqe.as_raw(),
+            armed: cqe.armed(),
         }
     }
 }
@@ -406,6 +399,8 @@ pub(crate) struct RegWr {
     mr: core::ptr::NonNull<raw::ib_mr>,
     key: u32,
     cqe: *mut raw::ib_cqe,
+    /// The entry was armed when the request was prepared (its owner outlives the QP).
+    armed: bool,
 }
 
 /// A scatter/gather element describing `len` bytes at bus address `addr` under `lkey`.

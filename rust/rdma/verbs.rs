@@ -2,6 +2,8 @@
 
 //! Owned RDMA verbs objects: device references, protection domains, completion queues and
 //! DMA-mapped buffers.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
 
 use super::Device;
 use crate::bindings::raw;
@@ -299,6 +301,11 @@ impl DmaBuf {
     /// The bus address of the buffer.
     pub(crate) fn dma_addr(&self) -> u64 {
         self.dma
+    }
+
+    /// The buffer's size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
     }
 
     fn sync_for_cpu(&self) {

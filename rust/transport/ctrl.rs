@@ -18,8 +18,9 @@ use crate::{
     },
     rdma::{
         cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam, QpResources},
-        qp::{self, QpAttr, QpCell, Wc},
-        verbs::{Cq, DeviceRef, DmaBuf, DmaDir, Pd, PollCell, PollCtx},
+        qp::{QpAttr, QpCell, Wc},
+        recv::RecvRing,
+        verbs::{Cq, DmaBuf, Pd, PollCell, PollCtx},
         SockAddr,
     },
 };
@@ -43,25 +44,26 @@ pub(super) const AQ_BLK_MQ_DEPTH: u16 = 31;
 // ------------------------------------------------------------------------------------------
 // Queues and their RDMA connections
 
-/// A receive buffer for one NVMe completion.
-pub(super) struct RspQe {
-    pub(super) cqe: qp::Cqe,
-    pub(super) buf: DmaBuf,
+/// What each receive buffer of a queue knows: where its completions go (`io::RspData`'s
+/// `RecvDone`).
+pub(super) struct RspData {
     pub(super) ctrl: ARef<Ctrl>,
     pub(super) qid: u16,
 }
 
-crate::impl_has_cqe!(RspQe, cqe, 0);
-
-/// What a connection's QP is created with, when its address is resolved: its CQ and the device
-/// context holding its PD. The `CmId` owns it from `create_qp` on and drops it after destroying
-/// the QP.
+/// What a connection's QP is created with, when its address is resolved: its CQ, the device
+/// context holding its PD, and its receive ring. The `CmId` owns it from `create_qp` on and drops
+/// it after destroying the QP, fields in this order: the ring goes after the CQ, so a completion
+/// still polled before the CQ is freed finds its buffer.
 pub(super) struct ConnQpRes {
     pub(super) cq: Cq,
     pub(super) dev: DevUse,
+    pub(super) ring: RecvRing<RspData>,
 }
 
 impl QpResources for ConnQpRes {
+    type Recv = RspData;
+
     fn pd(&self) -> &Pd {
         &self.dev.0.pd
     }
@@ -69,15 +71,17 @@ impl QpResources for ConnQpRes {
     fn cq(&self) -> &Cq {
         &self.cq
     }
+
+    fn recv_ring(&self) -> &RecvRing<RspData> {
+        &self.ring
+    }
 }
 
 /// Connection establishment state of one queue.
 pub(super) struct CmState {
-    pub(super) done: bool,
-    pub(super) err: i32,
-    /// The receive buffers, posted once the connection is established. Freed with the handler,
-    /// after the `CmId` destroyed the QP.
-    pub(super) ring: Option<KVec<RspQe>>,
+    /// How establishing the connection ended (`None`: still under way).
+    pub(super) outcome: Option<Result>,
+    /// Receive buffers were posted (the connection was established): the QP needs a drain.
     pub(super) recvs_posted: bool,
 }
 
@@ -96,18 +100,17 @@ pub(super) struct ConnCm {
 }
 
 impl ConnCm {
-    pub(super) fn finish(&self, err: i32) {
+    pub(super) fn finish(&self, r: Result) {
         let mut st = self.state.lock();
-        if !st.done {
-            st.done = true;
-            st.err = err;
+        if st.outcome.is_none() {
+            st.outcome = Some(r);
         }
         drop(st);
         self.cond.notify_all();
     }
 
     pub(super) fn established(&self) -> bool {
-        self.state.lock().done
+        self.state.lock().outcome.is_some()
     }
 
     /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
@@ -136,23 +139,14 @@ impl ConnCm {
             max_recv_sge: 1,
             context: core::ptr::null_mut(),
         };
-        // From here the id owns the CQ and the device context: an error below cannot free
-        // them under the QP.
-        id.create_qp(ConnQpRes { cq, dev }, &attr)?;
+        let ring = RecvRing::new(ibdev, qs, CQE_LEN, |_| RspData {
+            ctrl: ctrl.clone(),
+            qid: self.qid,
+        })?;
+        // From here the id owns the CQ, the device context and the ring: an error below cannot
+        // free them under the QP.
+        id.create_qp(ConnQpRes { cq, dev, ring }, &attr)?;
         let qp = id.qp().ok_or(ENOMEM)?;
-        let mut ring = KVec::with_capacity(qs as usize, GFP_KERNEL)?;
-        for _ in 0..qs {
-            let dref = DeviceRef::get(ibdev).ok_or(ENODEV)?;
-            ring.push(
-                RspQe {
-                    cqe: qp::Cqe::new(),
-                    buf: DmaBuf::new(dref, CQE_LEN, DmaDir::FromDevice)?,
-                    ctrl: ctrl.clone(),
-                    qid: self.qid,
-                },
-                GFP_KERNEL,
-            )?;
-        }
         // One more entry than pages: a misaligned first entry takes two.
         let pages_per_mr = max_fr_pages(ibdev) + 1;
         qp.mr_pool_init(qs, pages_per_mr).inspect_err(|_| {
@@ -163,7 +157,6 @@ impl ConnCm {
                 self.qid
             );
         })?;
-        self.state.lock().ring = Some(ring);
         let tos = ctrl.nvme().opts().tos();
         if tos >= 0 {
             id.set_service_type(tos as u8);
@@ -211,19 +204,13 @@ impl ConnCm {
 
     /// `RDMA_CM_EVENT_ESTABLISHED`: post every receive buffer.
     fn conn_established(&self, id: &CmIdLocked<Self>) -> Result {
-        let qp = id.qp().ok_or(ENOTCONN)?;
-        let mut st = self.state.lock();
-        let ring = st.ring.as_ref().ok_or(ENOTCONN)?;
-        let lkey = qp.local_dma_lkey();
-        for qe in ring.iter() {
-            qe.cqe.arm::<RspQe, 0>();
-            qp.post_recv(&qe.cqe, &qp::sge(qe.buf.dma_addr(), CQE_LEN as u32, lkey))?;
-        }
-        st.recvs_posted = true;
-        Ok(())
+        let res = id.qp_res().ok_or(ENOTCONN)?;
+        // Set first: once one buffer is posted, the QP needs a drain before it goes.
+        self.state.lock().recvs_posted = true;
+        res.recv_ring().iter().try_for_each(|e| e.post())
     }
 
-    fn conn_rejected(&self, r: &crate::rdma::cm::Reject<'_>) -> i32 {
+    fn conn_rejected(&self, r: &crate::rdma::cm::Reject<'_>) -> Error {
         match r.private_data.map(parse_rej) {
             Some(CmRej::Nvme(sts)) => dev_err!(
                 self.ctrl,
@@ -240,7 +227,7 @@ impl ConnCm {
                 text(r.reason)
             ),
         }
-        ECONNRESET.to_errno()
+        ECONNRESET
     }
 }
 
@@ -249,21 +236,20 @@ impl CmHandler for ConnCm {
 
     fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>) {
         let r = match ev {
-            CmEvent::AddrResolved => this.addr_resolved(id).err().map(|e| e.to_errno()),
-            CmEvent::RouteResolved => this.route_resolved(id).err().map(|e| e.to_errno()),
+            CmEvent::AddrResolved => this.addr_resolved(id).err(),
+            CmEvent::RouteResolved => this.route_resolved(id).err(),
             CmEvent::Established => {
-                let r = this.conn_established(id).err().map_or(0, |e| e.to_errno());
-                this.finish(r);
+                this.finish(this.conn_established(id));
                 return;
             }
             CmEvent::Rejected(r) => Some(this.conn_rejected(r)),
             CmEvent::AddrError(s) => {
                 dev_info!(this.ctrl, "address resolution failed (status {})\n", s);
-                Some(ECONNRESET.to_errno())
+                Some(ECONNRESET)
             }
             CmEvent::RouteError(s) => {
                 dev_info!(this.ctrl, "route resolution failed (status {})\n", s);
-                Some(ECONNRESET.to_errno())
+                Some(ECONNRESET)
             }
             CmEvent::ConnectError(s) | CmEvent::Unreachable(s) => {
                 dev_info!(
@@ -271,7 +257,7 @@ impl CmHandler for ConnCm {
                     "connection failed: peer unreachable (status {})\n",
                     s
                 );
-                Some(ECONNRESET.to_errno())
+                Some(ECONNRESET)
             }
             CmEvent::Disconnected | CmEvent::AddrChange | CmEvent::TimewaitExit => {
                 if this.established() {
@@ -281,7 +267,7 @@ impl CmHandler for ConnCm {
                     error_recovery(&this.ctrl);
                     None
                 } else {
-                    Some(ECONNRESET.to_errno())
+                    Some(ECONNRESET)
                 }
             }
             // Device removal is handled through the ib_client `remove` callback.
@@ -297,8 +283,8 @@ impl CmHandler for ConnCm {
                 None
             }
         };
-        if let Some(err) = r {
-            this.finish(err);
+        if let Some(e) = r {
+            this.finish(Err(e));
         }
     }
 }
@@ -351,9 +337,7 @@ impl Queue {
                 queue_size,
                 poll,
                 state <- new_mutex!(CmState {
-                    done: false,
-                    err: 0,
-                    ring: None,
+                    outcome: None,
                     recvs_posted: false,
                 }),
                 cond <- new_condvar!(),
@@ -370,17 +354,16 @@ impl Queue {
         };
         cm.resolve_addr(src, &ctrl.addr, CM_TIMEOUT_MS)
             .inspect_err(|e| dev_info!(ctrl, "rdma_resolve_addr failed ({}).\n", e.to_errno()))?;
-        let err = {
+        let r = {
             let mut st = h.state.lock();
             let mut left = kernel::time::msecs_to_jiffies(CM_ESTABLISH_TIMEOUT_MS);
-            let mut err = 0;
-            while !st.done {
+            loop {
+                if let Some(r) = st.outcome {
+                    break r;
+                }
                 match h.cond.wait_interruptible_timeout(&mut st, left) {
                     kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-                    kernel::sync::CondVarTimeoutResult::Signal { .. } => {
-                        err = EINTR.to_errno();
-                        break;
-                    }
+                    kernel::sync::CondVarTimeoutResult::Signal { .. } => break Err(EINTR),
                     kernel::sync::CondVarTimeoutResult::Timeout => {
                         dev_err!(
                             ctrl,
@@ -388,19 +371,17 @@ impl Queue {
                             self.qid,
                             CM_ESTABLISH_TIMEOUT_MS
                         );
-                        err = ETIMEDOUT.to_errno();
-                        break;
+                        break Err(ETIMEDOUT);
                     }
                 }
             }
-            if st.done {
-                st.err
-            } else {
-                err
-            }
         };
-        if err != 0 {
-            dev_info!(ctrl, "rdma connection establishment failed ({})\n", err);
+        if let Err(e) = r {
+            dev_info!(
+                ctrl,
+                "rdma connection establishment failed ({})\n",
+                e.to_errno()
+            );
             // Dropping the id stops its events, destroys the QP and frees the resources.
             if let Some(qp) = cm.qp() {
                 if h.state.lock().recvs_posted {
@@ -409,7 +390,7 @@ impl Queue {
                 }
             }
             drop(cm);
-            return Err(Error::from_errno(err));
+            return Err(e);
         }
         let qp = cm.qp().ok_or(ENOTCONN)?;
         let nis = cm.qp_res().map_or(0, |r| r.dev.0.num_inline_segments);
@@ -487,8 +468,6 @@ pub(crate) struct RdmaCtrl {
     pub(super) io_queues: [AtomicU32; 3],
     #[pin]
     pub(super) aen_sqe: Mutex<Option<DmaBuf>>,
-    pub(super) admin_set: AtomicBool,
-    pub(super) io_set: AtomicBool,
 }
 
 impl RdmaCtrl {

@@ -81,15 +81,14 @@ impl TransportOps for Rdma {
                 use_inline_data: AtomicBool::new(false),
                 io_queues: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
                 aen_sqe <- new_mutex!(None),
-                admin_set: AtomicBool::new(false),
-                io_set: AtomicBool::new(false),
             }),
         )?;
         ctrl.nvme().add()?;
         ctrl.nvme().change_state(State::Connecting);
         if let Err(e) = setup_ctrl(&ctrl, true) {
             ctrl.nvme().uninit();
-            return Err(e);
+            // A status the target completed a setup command with is `EIO` here, as in C.
+            return Err(e.into());
         }
         dev_info!(
             ctrl,

@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 
 use super::{
-    ctrl::{error_recovery, wr_error, Queue, RspQe, AQ_BLK_MQ_DEPTH},
+    ctrl::{error_recovery, wr_error, Queue, RspData, AQ_BLK_MQ_DEPTH},
     device::MAX_INLINE_SEGMENTS,
     req_end::ReqEnd,
     req_io::ReqIo,
@@ -23,7 +23,10 @@ use crate::{
         inval::{self, Invalidation},
         sgl::Sgl,
     },
-    rdma::qp::{self, CqeDone, Mr, Wc},
+    rdma::{
+        qp::{self, Mr, Wc},
+        recv::{RecvDone, RecvEntry},
+    },
 };
 use core::sync::atomic::{
     AtomicBool, AtomicU32,
@@ -368,9 +371,9 @@ impl MqOps for RdmaMq {
     }
 }
 
-impl CqeDone<0> for RspQe {
-    fn done(qe: &Self, wc: &Wc) {
-        let ctrl = &qe.ctrl;
+impl RecvDone for RspData {
+    fn done(e: &RecvEntry<Self>, wc: &Wc) {
+        let RspData { ctrl, qid } = e.data();
         if !wc.is_ok() {
             wr_error(ctrl, wc, "RECV");
             return;
@@ -384,34 +387,33 @@ impl CqeDone<0> for RspQe {
             error_recovery(ctrl);
             return;
         }
-        let Some(cqe) = qe.buf.read(Cqe::parse) else {
+        let Some(cqe) = e.read(Cqe::parse) else {
             return;
         };
-        let (result, cid, status) = (cqe.result, cqe.command_id, cqe.status);
-        if qe.qid == 0 && (cid & 0xfff) >= AQ_BLK_MQ_DEPTH {
+        if *qid == 0 && (cqe.command_id & 0xfff) >= AQ_BLK_MQ_DEPTH {
             ctrl.nvme()
-                .complete_async_event(status.to_le(), result.to_le());
+                .complete_async_event(cqe.status.to_le(), cqe.result.to_le());
         } else {
-            process_rsp(qe, cid, status, result, wc);
+            process_rsp(ctrl, *qid, &cqe, wc);
         }
-        if let Some(qp) = ctrl.queue(qe.qid).and_then(|q| q.qp.get()) {
-            let sge = qp::sge(qe.buf.dma_addr(), CQE_LEN as u32, qp.local_dma_lkey());
-            if let Err(e) = qp.post_recv(&qe.cqe, &sge) {
-                dev_err!(
-                    ctrl,
-                    "nvme_rdma_post_recv failed with error code {}\n",
-                    e.to_errno()
-                );
-            }
+        match e.post() {
+            // The QP is going away (its id disarmed the ring).
+            Ok(()) | Err(ENOTCONN) => {}
+            Err(err) => dev_err!(
+                ctrl,
+                "nvme_rdma_post_recv failed with error code {}\n",
+                err.to_errno()
+            ),
         }
     }
 }
 
-pub(super) fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &Wc) {
-    let ctrl = &qe.ctrl;
-    let Some(rq) = ctrl.find_rq::<RdmaMq>(qe.qid, cid) else {
+/// A response for an I/O or admin command (`nvme_rdma_process_nvme_rsp`).
+pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
+    let (cid, status, result) = (cqe.command_id, cqe.status, cqe.result);
+    let Some(rq) = ctrl.find_rq::<RdmaMq>(qid, cid) else {
         let qpn = ctrl
-            .queue(qe.qid)
+            .queue(qid)
             .and_then(|q| q.qp.get())
             .map_or(0, |qp| qp.num());
         dev_err!(ctrl, "got bad command_id {:#x} on QP {:#x}\n", cid, qpn);
@@ -448,7 +450,7 @@ pub(super) fn process_rsp(qe: &RspQe, cid: u16, status: u16, result: u64, wc: &W
         }
         Invalidation::Local => {
             let posted = ctrl
-                .queue(qe.qid)
+                .queue(qid)
                 .and_then(|q| q.qp.get())
                 .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
             match posted {

@@ -12,7 +12,7 @@ use super::{
     Ctrl, RdmaCtrl,
 };
 use crate::{
-    nvme::{ctrl::CtrlOps, State},
+    nvme::{ctrl::CtrlOps, SetupError, State},
     proto::capsule::{self, SQE_LEN},
     rdma::{
         qp::{self, Wc},
@@ -32,13 +32,16 @@ use kernel::{
 
 /// `NVME_RDMA_MAX_QUEUE_SIZE`.
 const MAX_QUEUE_SIZE: u32 = 256;
+
+/// The result of a setup step: an NVMe status is kept for the reconnect decision.
+type SetupResult<T = ()> = core::result::Result<T, SetupError>;
 /// `NVME_CTRL_SGLS_KSDBDS` / `NVME_CTRL_SGLS_SAOS`.
 const SGLS_KSDBDS: u32 = 1 << 2;
 const SGLS_SAOS: u32 = 1 << 20;
 
-pub(super) fn start_queue(ctrl: &Ctrl, qid: u16) -> Result {
+pub(super) fn start_queue(ctrl: &Ctrl, qid: u16) -> SetupResult {
     let Some(q) = ctrl.queue(qid) else {
-        return Err(EINVAL);
+        return Err(EINVAL.into());
     };
     let r = if qid == 0 {
         ctrl.nvme().connect_admin_queue()
@@ -62,7 +65,7 @@ pub(super) fn start_queue(ctrl: &Ctrl, qid: u16) -> Result {
                 ctrl,
                 "failed to connect queue: {} ret={}\n",
                 qid,
-                e.to_errno()
+                e.to_raw()
             );
             Err(e)
         }
@@ -91,7 +94,7 @@ pub(super) fn destroy_admin_queue(ctrl: &Ctrl) {
     }
 }
 
-pub(super) fn configure_admin_queue(ctrl: &ARef<Ctrl>, new: bool) -> Result {
+pub(super) fn configure_admin_queue(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     let q0 = ctrl.queue(0).ok_or(EINVAL)?;
     // The admin tag set exists before queue 0 can receive and goes only once it cannot any more:
     // every response there, even one nothing asked for (before the Fabrics Connect), is looked
@@ -99,12 +102,11 @@ pub(super) fn configure_admin_queue(ctrl: &ARef<Ctrl>, new: bool) -> Result {
     // set allocated before the device's NUMA node is known (the I/O tag set still gets it).
     if new {
         ctrl.alloc_admin_tag_set::<RdmaMq>(0)?;
-        ctrl.admin_set.store(true, Relaxed);
     }
     // Each step's undo is a guard, dropped in reverse order on an early return: the queue stops
     // (and its requests are cancelled) before it is freed, and it is freed before the set goes.
     let set = ScopeGuard::new(|| {
-        if new && ctrl.admin_set.swap(false, Relaxed) {
+        if new {
             ctrl.remove_admin_tag_set();
         }
     });
@@ -147,7 +149,7 @@ pub(super) fn configure_admin_queue(ctrl: &ARef<Ctrl>, new: bool) -> Result {
 }
 
 /// Allocates and connects one I/O queue.
-pub(super) fn setup_io_queue(ctrl: &ARef<Ctrl>, qid: u32, qsize: u32) -> Result {
+pub(super) fn setup_io_queue(ctrl: &ARef<Ctrl>, qid: u32, qsize: u32) -> SetupResult {
     let qid = u16::try_from(qid).map_err(|_| EINVAL)?;
     let q = ctrl.queue(qid).ok_or(EINVAL)?;
     q.alloc(ctrl, qsize)?;
@@ -159,16 +161,16 @@ pub(super) fn setup_io_queue(ctrl: &ARef<Ctrl>, qid: u32, qsize: u32) -> Result 
 pub(super) struct SetupCtx {
     /// Queues still being set up.
     pub(super) remaining: AtomicU32,
-    /// The first error (an errno), 0 if none.
+    /// The first error (`SetupError::to_raw`), 0 if none.
     pub(super) err: AtomicI32,
     #[pin]
     pub(super) done: Completion,
 }
 
 impl SetupCtx {
-    pub(super) fn finish(&self, r: Result) {
+    pub(super) fn finish(&self, r: SetupResult) {
         if let Err(e) = r {
-            let _ = self.err.compare_exchange(0, e.to_errno(), AcqRel, Acquire);
+            let _ = self.err.compare_exchange(0, e.to_raw(), AcqRel, Acquire);
         }
         if self.remaining.fetch_sub(1, AcqRel) == 1 {
             self.done.complete_all();
@@ -181,10 +183,10 @@ impl SetupCtx {
 /// the module's setup workqueue, so connecting N queues takes about as long as one. That
 /// workqueue has a rescuer (`nvme::SetupWq`): the reset and reconnect work waiting here runs on
 /// nvme-core's `WQ_MEM_RECLAIM` queues and must not depend on a workqueue that can stall under
-/// memory pressure (the C driver's `async_schedule_domain` uses `system_unbound_wq`, which can). Every queue's connection is bounded in time,
-/// so the wait is too. On failure
-/// the caller stops, cancels and frees.
-pub(super) fn setup_io_queues(ctrl: &ARef<Ctrl>, first: u32, last: u32, qsize: u32) -> Result {
+/// memory pressure (the C driver's `async_schedule_domain` uses `system_unbound_wq`, which can).
+/// Every queue's connection is bounded in time, so the wait is too. On failure the caller stops,
+/// cancels and frees.
+pub(super) fn setup_io_queues(ctrl: &ARef<Ctrl>, first: u32, last: u32, qsize: u32) -> SetupResult {
     if last <= first + 1 {
         return (first..last).try_for_each(|qid| setup_io_queue(ctrl, qid, qsize));
     }
@@ -202,23 +204,20 @@ pub(super) fn setup_io_queues(ctrl: &ARef<Ctrl>, first: u32, last: u32, qsize: u
             x.finish(setup_io_queue(&c, qid, qsize));
         });
         if spawned.is_err() {
-            ctx.finish(Err(ENOMEM));
+            ctx.finish(Err(ENOMEM.into()));
         }
     }
     ctx.done.wait_for_completion();
-    match ctx.err.load(Acquire) {
-        0 => Ok(()),
-        e => Err(Error::from_errno(e)),
-    }
+    SetupError::from_raw(ctx.err.load(Acquire)).map_or(Ok(()), Err)
 }
 
-pub(super) fn configure_io_queues(ctrl: &ARef<Ctrl>, new: bool) -> Result {
+pub(super) fn configure_io_queues(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     let c = ctrl.nvme();
     let want = c.opts().nr_io_queues();
     let nr = c.negotiate_queue_count(want)?;
     if nr == 0 {
         dev_err!(ctrl, "unable to set any I/O queues\n");
-        return Err(ENOMEM);
+        return Err(ENOMEM.into());
     }
     // Never more than the queues this controller was created with.
     let nr = nr.min(ctrl.queues.len() as u32 - 1);
@@ -231,13 +230,12 @@ pub(super) fn configure_io_queues(ctrl: &ARef<Ctrl>, new: bool) -> Result {
     if new {
         let maps = if c.opts().nr_poll_queues() > 0 { 3 } else { 2 };
         ctrl.alloc_io_tag_set::<RdmaMq>(maps, 0)?;
-        ctrl.io_set.store(true, Relaxed);
     }
     // Undoes everything above (on an early return).
     let undo = ScopeGuard::new(|| {
         stop_io_queues(ctrl);
         c.cancel_io();
-        if new && ctrl.io_set.swap(false, Relaxed) {
+        if new {
             ctrl.remove_io_tag_set();
         }
         free_io_queues(ctrl);
@@ -258,7 +256,7 @@ pub(super) fn configure_io_queues(ctrl: &ARef<Ctrl>, new: bool) -> Result {
         if !c.wait_freeze_timeout() {
             // Likely stuck: fail this attempt rather than hang.
             c.unfreeze();
-            return Err(ENODEV);
+            return Err(ENODEV.into());
         }
         let before = ctrl.io_nr_hw_queues();
         ctrl.update_io_nr_hw_queues(c.queue_count() - 1);
@@ -289,36 +287,32 @@ pub(super) fn teardown_admin_queue(ctrl: &Ctrl, remove: bool) {
     if let Some(q) = ctrl.queue(0) {
         q.stop();
     }
-    if ctrl.admin_set.load(Relaxed) {
+    if ctrl.has_admin_tag_set() {
         c.cancel_admin();
     }
     if remove {
         c.unquiesce_admin();
-        if ctrl.admin_set.swap(false, Relaxed) {
-            ctrl.remove_admin_tag_set();
-        }
+        ctrl.remove_admin_tag_set();
     }
     destroy_admin_queue(ctrl);
 }
 
 pub(super) fn teardown_io_queues(ctrl: &Ctrl, remove: bool) {
     let c = ctrl.nvme();
-    if c.queue_count() > 1 && ctrl.io_set.load(Relaxed) {
+    if c.queue_count() > 1 && ctrl.has_io_tag_set() {
         c.quiesce_io();
         c.sync_io();
         stop_io_queues(ctrl);
         c.cancel_io();
         if remove {
             c.unquiesce_io();
-            if ctrl.io_set.swap(false, Relaxed) {
-                ctrl.remove_io_tag_set();
-            }
+            ctrl.remove_io_tag_set();
         }
     }
     free_io_queues(ctrl);
 }
 
-pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> Result {
+pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     configure_admin_queue(ctrl, new)?;
     let c = ctrl.nvme();
     let admin = ScopeGuard::new(|| {
@@ -327,11 +321,11 @@ pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> Result {
     });
     if c.icdoff() != 0 {
         dev_err!(ctrl, "icdoff is not supported!\n");
-        return Err(EOPNOTSUPP);
+        return Err(EOPNOTSUPP.into());
     }
     if c.sgls() & SGLS_KSDBDS == 0 {
         dev_err!(ctrl, "Mandatory keyed sgls are not supported!\n");
-        return Err(EOPNOTSUPP);
+        return Err(EOPNOTSUPP.into());
     }
     let opts_qs = c.opts().queue_size();
     if opts_qs > u32::from(c.sqsize()) + 1 {
@@ -369,7 +363,7 @@ pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> Result {
     if !c.change_state(State::Live) {
         // Deletion started meanwhile.
         teardown_io_queues(ctrl, new);
-        return Err(EINVAL);
+        return Err(EINVAL.into());
     }
     admin.dismiss();
     c.start();
@@ -386,12 +380,15 @@ pub(super) fn shutdown_ctrl(ctrl: &Ctrl, shutdown: bool) {
     teardown_admin_queue(ctrl, shutdown);
 }
 
-pub(super) fn reconnect_or_remove(ctrl: &Ctrl, status: i32) {
+/// After a failed setup (`err`) or a lost connection (`None`): try again after
+/// `reconnect_delay`, or delete the controller when `nvmf_should_reconnect` says no more (the
+/// target refused with Do Not Retry, authentication refused, `ctrl_loss_tmo` reached).
+pub(super) fn reconnect_or_remove(ctrl: &Ctrl, err: Option<SetupError>) {
     let c = ctrl.nvme();
     if c.state() != State::Connecting {
         return;
     }
-    if c.should_reconnect(status) {
+    if c.should_reconnect(err) {
         let d = c.opts().reconnect_delay();
         dev_info!(ctrl, "Reconnecting in {} seconds...\n", d);
         ctrl.queue_reconnect(d);
@@ -454,7 +451,7 @@ impl CtrlOps for RdmaCtrl {
         }
         if let Err(e) = setup_ctrl(&ARef::from(ctrl), false) {
             c.inc_reconnects();
-            reconnect_or_remove(ctrl, e.to_errno());
+            reconnect_or_remove(ctrl, Some(e));
         }
     }
 
@@ -473,7 +470,7 @@ impl CtrlOps for RdmaCtrl {
         if !c.change_state(State::Connecting) {
             return;
         }
-        reconnect_or_remove(ctrl, 0);
+        reconnect_or_remove(ctrl, None);
     }
 
     fn reconnect_work(ctrl: &Ctrl) {
@@ -491,7 +488,7 @@ impl CtrlOps for RdmaCtrl {
                     n,
                     c.opts().max_reconnects()
                 );
-                reconnect_or_remove(ctrl, e.to_errno());
+                reconnect_or_remove(ctrl, Some(e));
             }
         }
     }

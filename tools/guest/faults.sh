@@ -325,6 +325,56 @@ t_fault_poll_reset() {
 	return $rc
 }
 
+# dnr_round DRIVER FABRIC NQN: connect with DRIVER (rnvme or c), stop allowing this host on the
+# target, reset the controller: the reconnect's Fabrics Connect is refused with Do Not Retry
+# (nvmet: NVME_SC_CONNECT_INVALID_HOST | DNR). nvmf_should_reconnect gives up on DNR, so the
+# controller must be deleted at that first attempt, not reconnect every second until
+# ctrl_loss_tmo (120 s here). Prints the seconds to removal in DNR_SECS.
+dnr_round() {
+	local d=$1 f=$2 nqn=$3 h=$NVMET/hosts/$HOSTNQN c log n t0
+	ln -s "$h" "$NVMET/subsystems/$nqn/allowed_hosts/" || { fail "cannot allow the host on the target"; return 1; }
+	dp_load "$d" || return 1
+	dp_connect "$f" "$nqn" --reconnect-delay=1 --ctrl-loss-tmo=120 || return 1
+	c=$DP_CTRL
+	rm "$NVMET/subsystems/$nqn/allowed_hosts/$HOSTNQN" || return 1
+	dmesg_mark
+	t0=$SECONDS
+	echo 1 >"$c/reset_controller" 2>/dev/null
+	if ! dp_until 30 eval "[ ! -e $c ]"; then
+		fail "$d: ${c##*/} still exists 30 s after the target refused it with DNR (state $(cat "$c/state" 2>/dev/null))"
+		dmesg_since_mark | tail -n 20 | sed 's/^/#   dmesg: /'
+		nvme disconnect -d "${c##*/}" >/dev/null 2>&1
+		return 1
+	fi
+	DNR_SECS=$((SECONDS - t0))
+	log=$(dmesg_since_mark)
+	grep -q "Connect for subsystem $nqn is not allowed" <<<"$log" ||
+		{ fail "$d: no refused Fabrics Connect in the kernel log"; return 1; }
+	n=$(grep -c "${c##*/}: Reconnecting in" <<<"$log")
+	[ "$n" = 0 ] || { fail "$d: $n reconnects scheduled after a Do Not Retry refusal"; return 1; }
+	grep -q "Removing ctrl: NQN \"$nqn\"" <<<"$log" || { fail "$d: the core did not remove ${c##*/}"; return 1; }
+	dp_unload
+}
+
+# t_fault_reconnect_dnr FABRIC: a target that refuses this host with Do Not Retry ends the
+# controller at once, with the C driver (control, same boot) and with rnvme_rdma.
+t_fault_reconnect_dnr() {
+	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-dnr-$1 h=$NVMET/hosts/$HOSTNQN rc=0 cs
+	fault_target "$f" "$nqn" 16 || return 1
+	{ [ -d "$h" ] || mkdir "$h"; } && echo 0 >"$NVMET/subsystems/$nqn/attr_allow_any_host" ||
+		{ fail "cannot restrict the target's hosts"; return 1; }
+	if dnr_round c "$f" "$nqn"; then
+		cs=$DNR_SECS
+		dnr_round rnvme "$f" "$nqn" || rc=1
+	else
+		rc=1
+	fi
+	[ $rc = 0 ] && info "refused with DNR on reconnect: controller removed after ${cs} s with the C driver, ${DNR_SECS} s with rnvme_rdma, no reconnect scheduled"
+	rm -f "$NVMET/subsystems/$nqn/allowed_hosts/$HOSTNQN"; rmdir "$h" 2>/dev/null
+	dp_unload && target_subsys_del "$nqn" || rc=1
+	return $rc
+}
+
 group_faults() {
 	run_test "faults: rxe: connect with an allocation failing at each chosen point (fail-nth)" t_fault_connect_alloc rxe all
 	run_test "faults: rxe: allocations failing in the rdma_cm handler that creates the QP: clean failures, no CQ or PD freed under a QP" t_fault_addr_resolved rxe
@@ -337,6 +387,8 @@ group_faults() {
 	run_test "faults: siw: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset siw
 	run_test "faults: rxe: request timeouts while live with DH-HMAC-CHAP re-authentication running: error recovery, authenticated reconnect, data verified" t_fault_timeout_auth rxe
 	run_test "faults: siw: request timeouts while live with DH-HMAC-CHAP re-authentication running: error recovery, authenticated reconnect, data verified" t_fault_timeout_auth siw
+	run_test "faults: rxe: a reconnect refused with Do Not Retry deletes the controller at once (C driver as control)" t_fault_reconnect_dnr rxe
+	run_test "faults: siw: a reconnect refused with Do Not Retry deletes the controller at once (C driver as control)" t_fault_reconnect_dnr siw
 }
 
 # Opt-in (`suite.sh faults_listing`; not yet in make check: its run time on the debug guest is

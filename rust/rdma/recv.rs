@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A QP's receive ring: the buffers the peer's SENDs land in, each with its completion entry and
+//! the owner's data. The ring is part of the resources the QP's [`super::cm::CmId`] owns (see
+//! [`super::cm::QpResources`]): it is armed for the QP when the QP is created and freed only
+//! after the QP is destroyed, so no buffer or entry can go while the HCA may still write it.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h)
+
+use super::{
+    qp::{self, Cqe, CqeDone, HasCqe, Qp, Wc},
+    verbs::{DeviceRef, DmaBuf, DmaDir},
+    Device,
+};
+use crate::bindings::raw;
+use core::sync::atomic::{AtomicPtr, Ordering};
+use kernel::prelude::*;
+
+/// Handles the receive completions of a [`RecvRing`]'s entries. Runs in the CQ's polling
+/// context (softirq for pool CQs): it must not sleep.
+pub(crate) trait RecvDone: Send + Sync + Sized + 'static {
+    /// A receive into `entry` completed (successfully or not).
+    fn done(entry: &RecvEntry<Self>, wc: &Wc);
+}
+
+/// One receive buffer of a [`RecvRing`].
+///
+/// # Invariants
+///
+/// `qp` is null or the QP the ring was armed for, which is live while it is set: the owning
+/// `CmId` sets it when it creates the QP and clears it before destroying the QP.
+pub(crate) struct RecvEntry<T> {
+    cqe: Cqe,
+    buf: DmaBuf,
+    qp: AtomicPtr<raw::ib_qp>,
+    data: T,
+}
+
+// SAFETY: the offset is the compiler's, of the `Cqe` field `cqe`.
+unsafe impl<T> HasCqe<0> for RecvEntry<T> {
+    const OFFSET: usize = core::mem::offset_of!(Self, cqe);
+}
+
+impl<T: RecvDone> CqeDone<0> for RecvEntry<T> {
+    fn done(this: &Self, wc: &Wc) {
+        T::done(this, wc);
+    }
+}
+
+impl<T> RecvEntry<T> {
+    /// The owner's data of this buffer.
+    pub(crate) fn data(&self) -> &T {
+        &self.data
+    }
+
+    /// Reads what the device wrote into the buffer (synced for the CPU during `f`).
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.buf.read(f)
+    }
+
+    /// Posts the buffer for the next receive on the ring's QP (`ENOTCONN` before the QP exists or
+    /// after it is gone).
+    pub(crate) fn post(&self) -> Result {
+        let p = self.qp.load(Ordering::Acquire);
+        if p.is_null() {
+            return Err(ENOTCONN);
+        }
+        // SAFETY: a set `qp` is live (type invariant); it is cleared before the QP is destroyed.
+        let qp = unsafe { Qp::from_raw(p) };
+        let sge = qp::sge(
+            self.buf.dma_addr(),
+            self.buf.len() as u32,
+            qp.local_dma_lkey(),
+        );
+        // SAFETY: the entry was armed with the QP (`qp` is set only then) and the buffer and
+        // entry belong to the ring, which the QP's id frees only after destroying the QP.
+        unsafe { qp::post_recv(qp, &self.cqe, &sge) }
+    }
+}
+
+/// The receive buffers of one QP (see the module documentation).
+pub(crate) struct RecvRing<T>(KVec<RecvEntry<T>>);
+
+impl<T: RecvDone> RecvRing<T> {
+    /// `n` buffers of `len` bytes mapped for `dev` (device to memory), the `i`-th with data
+    /// `data(i)`. Nothing can be posted before the ring is handed to the QP's id.
+    pub(crate) fn new(
+        dev: &Device,
+        n: u32,
+        len: usize,
+        mut data: impl FnMut(u32) -> T,
+    ) -> Result<Self> {
+        let mut v = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+        for i in 0..n {
+            let dref = DeviceRef::get(dev).ok_or(ENODEV)?;
+            v.push(
+                RecvEntry {
+                    cqe: Cqe::new(),
+                    buf: DmaBuf::new(dref, len, DmaDir::FromDevice)?,
+                    qp: AtomicPtr::new(core::ptr::null_mut()),
+                    data: data(i),
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(Self(v))
+    }
+
+    /// The entries.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &RecvEntry<T>> {
+        self.0.iter()
+    }
+
+    /// Arms every entry for `qp`.
+    ///
+    /// # Safety
+    ///
+    /// `qp` is live until [`RecvRing::disarm`]; the ring does not move and stays alive until
+    /// every receive posted from it completed or `qp` was destroyed; nothing is posted yet.
+    pub(super) unsafe fn arm(&self, qp: *mut raw::ib_qp) {
+        for e in self.0.iter() {
+            // SAFETY: `e.cqe` is the entry `0` of `e` (`HasCqe`), which stays in place and alive
+            // as the caller guarantees for the ring; nothing is posted yet.
+            unsafe { e.cqe.arm::<RecvEntry<T>, 0>() };
+            // INVARIANT: `qp` is live until `disarm` (caller).
+            e.qp.store(qp, Ordering::Release);
+        }
+    }
+}
+
+impl<T> RecvRing<T> {
+    /// Stops posting: call before the QP is destroyed.
+    pub(super) fn disarm(&self) {
+        for e in self.0.iter() {
+            // INVARIANT: cleared before the QP goes.
+            e.qp.store(core::ptr::null_mut(), Ordering::Release);
+        }
+    }
+}
