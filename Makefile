@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: all modules check check-cold demo help host-test lint fmt vm kernel buildroot clean install
+.PHONY: all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean install
 
 all: modules
 
@@ -32,6 +32,10 @@ check:
 
 check-cold:
 	@tools/check-cold
+
+# make bench [BENCH="--quick rounds=5 fabrics=rxe ..."]: C vs rnvme_rdma, report under bench-results/.
+bench:
+	@tools/bench $(BENCH)
 
 demo:
 	@tools/demo $(FLAVOUR)
@@ -70,6 +74,9 @@ help:
 	@echo "                     cached vm-run self-tests"
 	@echo "  make check-cold    a fresh machine's path from an empty cache: build root, debug kernel, first"
 	@echo "                     guest (make demo), with times and disk use (RNVME_COLD_FULL=1: then the whole check)"
+	@echo "  make bench         C nvme_rdma vs rnvme_rdma in one boot of the release kernel, alternating"
+	@echo "                     rounds: report.md, ratios.png under bench-results/ (BENCH='--quick' for a"
+	@echo "                     smoke run; BENCH='rounds=5 fabrics=rxe runtime=20' and --flavour debug)"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"

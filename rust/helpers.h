@@ -72,10 +72,14 @@ struct sg_table;
 struct ib_mr;
 struct blk_mq_tags;
 struct nvme_command;
-/* Maps the request's data into @sgt (allocated with room for its physical segments, GFP_ATOMIC)
- * and DMA-maps it for @dev in direction *@dir (set from the request); returns the number of mapped
- * entries or a negative errno. rnvme_unmap_rq_data() undoes it with the same @dir. */
-int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir);
+/* Scatterlist entries kept in each request (NVME_INLINE_SG_CNT of the C host drivers). */
+#define RNVME_INLINE_SG_CNT 2
+/* Maps the request's data into @sgt (sg_alloc_table_chained: the first RNVME_INLINE_SG_CNT
+ * entries in @first_chunk, inside the request; more are allocated, GFP_ATOMIC) and DMA-maps it
+ * for @dev in direction *@dir (set from the request); returns the number of mapped entries or a
+ * negative errno. rnvme_unmap_rq_data() undoes it with the same @dir. */
+int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir,
+		      struct scatterlist *first_chunk);
 void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir);
 u64 rnvme_sg_dma_address(struct scatterlist *sg);
 unsigned int rnvme_sg_dma_len(struct scatterlist *sg);

@@ -60,13 +60,16 @@ impl Drop for MappedCmd {
     }
 }
 
-/// The DMA-mapped scatterlist of a request's data, unmapped and freed when dropped.
+/// The DMA-mapped scatterlist of a request's data, unmapped and freed when dropped. Its first
+/// entries live in the request itself (after the PDU), the rest, if any, are allocated.
 ///
 /// # Invariants
 ///
-/// `table` is allocated and mapped on `dev` in direction `dir` with `nents` DMA entries; `dev`
-/// stays registered until the mapping is dropped (the queue that mapped it keeps its device
-/// context until its requests ended).
+/// `table` is allocated (`sg_alloc_table_chained` with the request's inline entries as the first
+/// chunk) and mapped on `dev` in direction `dir` with `nents` DMA entries; `dev` stays registered
+/// and the request's PDU stays allocated until the mapping is dropped (the queue that mapped it
+/// keeps its device context until its requests ended, and the mapping is kept in the request and
+/// released when the request ends, before the tag set can go).
 pub(crate) struct MappedSg {
     pub(super) table: raw::sg_table,
     pub(super) nents: i32,
@@ -74,7 +77,8 @@ pub(crate) struct MappedSg {
     pub(super) dir: i32,
 }
 
-// SAFETY: the table is plain memory owned by this object.
+// SAFETY: the table is plain memory owned by this object (its inline chunk by the request it was
+// made for, which holds this object); it may be unmapped and freed on any thread.
 unsafe impl Send for MappedSg {}
 // SAFETY: `&MappedSg` only reads.
 unsafe impl Sync for MappedSg {}

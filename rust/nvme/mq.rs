@@ -104,11 +104,16 @@ impl<M: MqOps> Pdu<M> {
     const ALIGNED: () =
         assert!(core::mem::align_of::<Self>() <= core::mem::align_of::<raw::request>());
 
-    /// The size to pass as the tag set's `cmd_size` with `extra` bytes after the PDU (for inline
-    /// scatterlists).
-    pub(crate) const fn cmd_size(extra: usize) -> u32 {
+    /// Bytes of the scatterlist entries kept after the PDU (`RNVME_INLINE_SG_CNT`): a request's
+    /// data of that many segments is mapped without allocating (as in the C driver).
+    const INLINE_SG: usize =
+        raw::RNVME_INLINE_SG_CNT as usize * core::mem::size_of::<raw::scatterlist>();
+
+    /// The size to pass as the tag set's `cmd_size`: the PDU and the inline scatterlist entries.
+    pub(crate) const fn cmd_size() -> u32 {
         let () = Self::ALIGNED;
-        (core::mem::size_of::<Self>() + extra) as u32
+        const { assert!(core::mem::size_of::<Self>() % core::mem::align_of::<raw::scatterlist>() == 0) };
+        (core::mem::size_of::<Self>() + Self::INLINE_SG) as u32
     }
 
     /// The request this PDU belongs to.
@@ -207,8 +212,10 @@ impl<M: MqOps> Request<M> {
     }
 
     fn pdu(&self) -> *mut Pdu<M> {
-        // SAFETY: the request is valid (type invariant).
-        unsafe { raw::rnvme_blk_mq_rq_to_pdu(self.as_raw()).cast() }
+        // `blk_mq_rq_to_pdu` (`rq + 1`), computed here rather than called on every access.
+        // SAFETY: the request is valid (type invariant) and blk-mq allocates its PDU right after
+        // it, so the address one `struct request` further is inside the same allocation.
+        unsafe { self.as_raw().add(1).cast() }
     }
 
     /// The transport data of the request.
@@ -391,10 +398,16 @@ impl<M: MqOps> Request<M> {
         // SAFETY: an all-zero sg_table is the empty table.
         let mut table: raw::sg_table = unsafe { core::mem::zeroed() };
         let mut dir: i32 = 0;
+        // SAFETY: the tag set's `cmd_size` (`Pdu::cmd_size`) reserves `INLINE_SG` bytes right
+        // after the PDU, suitably aligned (asserted there), for this request alone.
+        let first = unsafe { self.pdu().add(1).cast::<raw::scatterlist>() };
         // SAFETY: the request is owned by the caller and has data segments; `table` and `dir`
-        // are writable; `dev` is a registered device.
-        let n =
-            unsafe { raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir) };
+        // are writable; `dev` is a registered device; `first` has room for
+        // `RNVME_INLINE_SG_CNT` entries that no other mapping of this request uses (one mapping
+        // per use of the request, released before the next).
+        let n = unsafe {
+            raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir, first)
+        };
         to_result(n)?;
         // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev` in direction
         // `dir`; the caller keeps the device (its queue's device context) until it dropped the

@@ -17,7 +17,7 @@ use kernel::{error::to_result, prelude::*};
 impl<T: CtrlOps> Controller<T> {
     /// Allocates the admin tag set (and the admin and fabrics request queues) with `M`'s ops
     /// (`EBUSY` if it exists). Undone by [`Controller::remove_admin_tag_set`].
-    pub(crate) fn alloc_admin_tag_set<M: MqOps<CtrlData = T>>(&self, extra: usize) -> Result {
+    pub(crate) fn alloc_admin_tag_set<M: MqOps<CtrlData = T>>(&self) -> Result {
         if self.admin_set.load(Relaxed) {
             return Err(EBUSY);
         }
@@ -29,7 +29,7 @@ impl<T: CtrlOps> Controller<T> {
                 self.nctrl.get(),
                 self.admin_tag_set.get(),
                 ops,
-                Pdu::<M>::cmd_size(extra),
+                Pdu::<M>::cmd_size(),
             )
         })?;
         self.admin_set.store(true, Relaxed);
@@ -51,11 +51,7 @@ impl<T: CtrlOps> Controller<T> {
 
     /// Allocates the I/O tag set with `nr_maps` queue maps (2, or 3 with poll queues; `EBUSY`
     /// if it exists). Undone by [`Controller::remove_io_tag_set`].
-    pub(crate) fn alloc_io_tag_set<M: MqOps<CtrlData = T>>(
-        &self,
-        nr_maps: u32,
-        extra: usize,
-    ) -> Result {
+    pub(crate) fn alloc_io_tag_set<M: MqOps<CtrlData = T>>(&self, nr_maps: u32) -> Result {
         if self.io_set.load(Relaxed) {
             return Err(EBUSY);
         }
@@ -67,7 +63,7 @@ impl<T: CtrlOps> Controller<T> {
                 self.tag_set.get(),
                 ops,
                 nr_maps,
-                Pdu::<M>::cmd_size(extra),
+                Pdu::<M>::cmd_size(),
             )
         })?;
         self.io_set.store(true, Relaxed);

@@ -10,7 +10,7 @@ use super::{
     device::MAX_INLINE_SEGMENTS,
     req_end::ReqEnd,
     req_io::ReqIo,
-    stats::STATS,
+    stats::{self, Counter},
     Ctrl, RdmaCtrl,
 };
 use crate::{
@@ -104,7 +104,7 @@ pub(super) fn map_data(
     if rq.nr_phys_segments() == 0 {
         let desc = Sgl::Null.encode().map_err(|_| EINVAL)?;
         rq.with_cmd(|c| capsule::set_sgl(c, &desc));
-        STATS.no_data.fetch_add(1, Relaxed);
+        stats::count(Counter::NoData, 1);
         return Ok(DataMap {
             nsge: 1,
             reg: None,
@@ -135,7 +135,7 @@ pub(super) fn map_data(
         .encode()
         .map_err(|_| EINVAL)?;
         rq.with_cmd(|c| capsule::set_sgl(c, &desc));
-        STATS.inline_writes.fetch_add(1, Relaxed);
+        stats::count(Counter::InlineWrites, 1);
         return Ok(DataMap {
             nsge: n,
             reg: None,
@@ -170,7 +170,7 @@ pub(super) fn map_data(
     let reg = mr.reg_wr(rq.reg_cqe());
     d.mr_rkey.store(mr.rkey(), Relaxed);
     d.has_mr.store(true, Relaxed);
-    STATS.mr_registrations.fetch_add(1, Relaxed);
+    stats::count(Counter::MrRegistrations, 1);
     Ok(DataMap {
         nsge: 1,
         reg: Some(reg),
@@ -204,7 +204,8 @@ pub(super) fn post(
     }
     qp.post_send(reg, rq.send_cqe(), &sges[..nsge])
         .inspect_err(|e| {
-            pr_err!(
+            dev_err!(
+                rq.ctrl(),
                 "nvme_rdma_post_send failed with error code {}\n",
                 e.to_errno()
             );
@@ -264,7 +265,7 @@ impl MqOps for RdmaMq {
         // Every mapping below releases itself when dropped: on an early return, or once stored in
         // the request, when the request ends (`unmap_request`).
         let Ok(cmd) = rq.map_cmd(qp.device()) else {
-            STATS.resource_retries.fetch_add(1, Relaxed);
+            stats::count(Counter::ResourceRetries, 1);
             return BlkStatus::RESOURCE;
         };
         let st = rq.setup_cmd();
@@ -287,7 +288,7 @@ impl MqOps for RdmaMq {
             Err(e) => {
                 // An empty MR pool (EAGAIN) was reported once by `map_data`.
                 if e != EAGAIN {
-                    pr_err!("Failed to map data ({})\n", e.to_errno());
+                    dev_err!(rq.ctrl(), "Failed to map data ({})\n", e.to_errno());
                 }
                 drop(cmd);
                 e
@@ -298,7 +299,7 @@ impl MqOps for RdmaMq {
         }
         rq.cleanup_cmd();
         if err == ENOMEM || err == EAGAIN {
-            STATS.resource_retries.fetch_add(1, Relaxed);
+            stats::count(Counter::ResourceRetries, 1);
             BlkStatus::RESOURCE
         } else {
             BlkStatus::IOERR
@@ -357,7 +358,7 @@ impl MqOps for RdmaMq {
     fn poll(q: &Queue) -> i32 {
         let n = q.poll_cq.poll();
         if n > 0 {
-            STATS.polled_completions.fetch_add(n as u64, Relaxed);
+            stats::count(Counter::PolledCompletions, n as u64);
         }
         n
     }
@@ -434,7 +435,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
     match inval::on_response(mine, wc.invalidated_rkey()) {
         Invalidation::Nothing => {}
         Invalidation::Remote => {
-            STATS.remote_invalidations.fetch_add(1, Relaxed);
+            stats::count(Counter::RemoteInvalidations, 1);
         }
         Invalidation::Bogus => {
             // Deliberately unlike C (which ends the request now with the target's status): the
@@ -454,7 +455,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
                 .and_then(|q| q.qp.get())
                 .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
             match posted {
-                Some(Ok(())) => STATS.local_invalidations.fetch_add(1, Relaxed),
+                Some(Ok(())) => stats::count(Counter::LocalInvalidations, 1),
                 _ => {
                     dev_err!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
                     error_recovery(ctrl);

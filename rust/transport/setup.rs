@@ -101,7 +101,7 @@ pub(super) fn configure_admin_queue(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult
     // up in it (`find_rq`). The C driver connects the queue first; the price of this order is a
     // set allocated before the device's NUMA node is known (the I/O tag set still gets it).
     if new {
-        ctrl.alloc_admin_tag_set::<RdmaMq>(0)?;
+        ctrl.alloc_admin_tag_set::<RdmaMq>()?;
     }
     // Each step's undo is a guard, dropped in reverse order on an early return: the queue stops
     // (and its requests are cancelled) before it is freed, and it is freed before the set goes.
@@ -229,7 +229,7 @@ pub(super) fn configure_io_queues(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     }
     if new {
         let maps = if c.opts().nr_poll_queues() > 0 { 3 } else { 2 };
-        ctrl.alloc_io_tag_set::<RdmaMq>(maps, 0)?;
+        ctrl.alloc_io_tag_set::<RdmaMq>(maps)?;
     }
     // Undoes everything above (on an early return).
     let undo = ScopeGuard::new(|| {

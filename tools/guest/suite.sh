@@ -3,7 +3,8 @@
 # Usage (under scripts/vm-run):
 #   suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw] [cycles=N]
 #   groups: harness module (the default), datapath and datapath_quick (tools/guest/datapath.sh,
-#   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh). driver= and fabrics= set HOST_DRIVER and
+#   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh), faults (faults.sh), bench (bench.sh: the
+#   benchmark's quick mode as a smoke test). driver= and fabrics= set HOST_DRIVER and
 #   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
 #   load/unload cycles (100).
@@ -11,6 +12,7 @@
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
 . "$RNVME_PROJECT/tools/guest/faults.sh"
+. "$RNVME_PROJECT/tools/guest/bench.sh"
 : >"$TAP_FILE"
 
 # ---------------------------------------------------------------- harness (issue 2)

@@ -1,0 +1,159 @@
+# shellcheck shell=bash
+# The benchmark (issue 12): the C nvme_rdma and rnvme_rdma side by side in one boot, against the
+# same nvmet-rdma target (null_blk namespace), the same soft-RDMA link and the same connect
+# options; each round runs C then Rust (A B A B ...), each driver loaded, connected, measured,
+# disconnected and unloaded; plus the nvme-loop ceiling (same target, no RDMA). One JSON record
+# per measurement in $BENCH_OUT/results.jsonl; tools/bench-report turns them into the report.
+#
+# As a vm-run script: bench.sh [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S]
+# (tools/bench runs it). Sourced by suite.sh, group `bench`: one quick round on rxe, a smoke test
+# that the benchmark works (no verdict on speed).
+
+# Workloads (see bench_fio): 4k randread QD1 (latency), 4k randread QD32 x one job per vCPU
+# (IOPS), 4k randwrite QD32 (in-capsule writes), 128k sequential read and write QD16 (MR path,
+# bandwidth), 4k randread QD1 on a poll queue (io_uring --hipri).
+BENCH_WORKLOADS="qd1 qd32 wr32 seqr seqw poll"
+BENCH_OUT=${BENCH_OUT:-${RNVME_RESULTS:-/tmp}/bench}
+
+# bench_fio WORKLOAD DEV RUNTIME OUT.json: one fio run (no ramp: a warm-up run precedes it).
+bench_fio() {
+	local w=$1 dev=$2 rt=$3 out=$4 a
+	case "$w" in
+	qd1) a=(--rw=randread --bs=4k --iodepth=1 --numjobs=1 --ioengine=libaio);;
+	qd32) a=(--rw=randread --bs=4k --iodepth=32 "--numjobs=$(nproc)" --ioengine=libaio);;
+	wr32) a=(--rw=randwrite --bs=4k --iodepth=32 --numjobs=1 --ioengine=libaio);;
+	seqr) a=(--rw=read --bs=128k --iodepth=16 --numjobs=1 --ioengine=libaio);;
+	seqw) a=(--rw=write --bs=128k --iodepth=16 --numjobs=1 --ioengine=libaio);;
+	poll) a=(--rw=randread --bs=4k --iodepth=1 --numjobs=1 --ioengine=io_uring --hipri);;
+	*) fail "unknown workload $w"; return 1;;
+	esac
+	fio --name="$w" --filename="$dev" --direct=1 --time_based --runtime="$rt" --norandommap \
+		--randrepeat=0 --group_reporting --output-format=json --output="$out" "${a[@]}" >/dev/null 2>"$out.err"
+}
+
+# cpu_busy: busy jiffies of all CPUs (user nice system irq softirq steal) from /proc/stat.
+cpu_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
+# bench_point DRIVER FABRIC ROUND WORKLOAD DEV RUNTIME: warm up 1 s, measure RUNTIME s, append a
+# record: IOPS, bandwidth, completion latency percentiles, CPU per I/O of the whole guest (host,
+# target and soft-RDMA provider: fio's own figure misses softirq and kworkers).
+bench_point() {
+	local d=$1 f=$2 r=$3 w=$4 dev=$5 rt=$6 j c0 c1
+	j=$BENCH_OUT/$f-$d-$r-$w.json
+	bench_fio "$w" "$dev" 1 "$j.warm" || { fail "$d/$f/$w: fio warm-up failed: $(head -c 300 "$j.warm.err")"; return 1; }
+	c0=$(cpu_busy)
+	bench_fio "$w" "$dev" "$rt" "$j" || { fail "$d/$f/$w: fio failed: $(head -c 300 "$j.err")"; return 1; }
+	c1=$(cpu_busy)
+	rm -f "$j.warm" "$j.warm.err"
+	python3 - "$j" "$d" "$f" "$r" "$w" "$((c1 - c0))" "$(getconf CLK_TCK)" >>"$BENCH_OUT/results.jsonl" <<'EOF' ||
+import json, sys
+path, drv, fab, rnd, wl, busy, hz = sys.argv[1:]
+job = json.load(open(path))["jobs"][0]
+rd, wr = job["read"], job["write"]
+d = rd if rd["total_ios"] >= wr["total_ios"] else wr
+ios = rd["total_ios"] + wr["total_ios"]
+if ios <= 0 or job["error"]:
+    sys.exit("no I/O completed")
+pct = d["clat_ns"].get("percentile", {})
+us = lambda k: pct.get(k, 0) / 1000.0
+print(json.dumps({
+    "fabric": fab, "driver": drv, "round": int(rnd), "workload": wl,
+    "iops": rd["iops"] + wr["iops"], "bw_kib": rd["bw"] + wr["bw"],
+    "p50_us": us("50.000000"), "p99_us": us("99.000000"), "p999_us": us("99.900000"),
+    "ios": ios, "cpu_us_per_io": int(busy) * 1e6 / int(hz) / ios,
+}))
+EOF
+		{ fail "$d/$f/$w: no result in $j"; return 1; }
+}
+
+# bench_driver DRIVER FABRIC NQN ROUND RUNTIME: load DRIVER, connect (the same options for both
+# drivers: one I/O queue per vCPU), measure every workload, then the poll workload on a second
+# connection with one poll queue (-P 1), unload.
+bench_driver() {
+	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 w
+	dp_load "$d" || return 1
+	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
+	for w in $BENCH_WORKLOADS; do
+		[ "$w" = poll ] || bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
+	done
+	dp_disconnect "$DP_CTRL" || return 1
+	case " $BENCH_WORKLOADS " in
+	*" poll "*)
+		dp_connect "$f" "$nqn" -i "$(nproc)" -P 1 && dp_ns "$nqn" || return 1
+		bench_point "$d" "$f" "$r" poll "$DP_NS" "$rt" || return 1
+		dp_disconnect "$DP_CTRL" || return 1
+		;;
+	esac
+	dp_unload
+}
+
+# bench_loop NQN ROUND RUNTIME: the ceiling: nvme-loop to the same target subsystem (the nvme
+# host and target cores without RDMA), every workload but poll (nvme-loop has no poll queues).
+bench_loop() {
+	local nqn=$1 r=$2 rt=$3 p=$NVMET/ports/90 w c
+	modprobe nvme-loop || { fail "cannot load nvme-loop"; return 1; }
+	if [ ! -d "$p" ]; then
+		mkdir "$p" && echo loop >"$p/addr_trtype" || { fail "cannot create the loop port"; return 1; }
+	fi
+	[ -e "$p/subsystems/$nqn" ] || ln -s "$NVMET/subsystems/$nqn" "$p/subsystems/" || return 1
+	nvme connect -t loop -n "$nqn" -i "$(nproc)" >/dev/null || { fail "nvme connect -t loop failed"; return 1; }
+	wait_for 30 ctrl_of "$nqn" && c=$(ctrl_of "$nqn") && dp_ns "$nqn" || { fail "no loop controller for $nqn"; return 1; }
+	for w in $BENCH_WORKLOADS; do
+		[ "$w" = poll ] || bench_point loop loop "$r" "$w" "$DP_NS" "$rt" || return 1
+	done
+	host_disconnect "$nqn" && rm "$p/subsystems/$nqn"
+}
+
+# bench_main [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S]: the whole benchmark. full: 3
+# rounds of 10 s points on rxe and siw; quick: 1 round of 2 s points on rxe.
+bench_main() {
+	local mode=${1:-full} rounds=3 fabrics="rxe siw" rt=10 a f r d nqn t0=$SECONDS n want
+	[ $# -eq 0 ] || shift
+	[ "$mode" = quick ] && { rounds=1 fabrics=rxe rt=2; }
+	for a in "$@"; do
+		case "$a" in
+		rounds=*) rounds=${a#*=};; runtime=*) rt=${a#*=};; fabrics=*) fabrics=${a#*=}; fabrics=${fabrics//,/ };;
+		*) fail "unknown bench argument '$a'"; return 1;;
+		esac
+	done
+	rm -rf "$BENCH_OUT"; mkdir -p "$BENCH_OUT" && : >"$BENCH_OUT/results.jsonl" || return 1
+	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
+		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" runtime_s "$rt" \
+		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$BENCH_WORKLOADS" \
+		date "$(date -u +%FT%TZ)" >"$BENCH_OUT/meta.json"
+	for f in $fabrics; do
+		nqn=nqn.2026-11.io.rnvme:bench-$f
+		fabric_up "$f" >/dev/null && target_port_up "$f" && target_subsys_add "$nqn" null:1024 >/dev/null &&
+			target_subsys_link "$nqn" "$f" || return 1
+		for ((r = 1; r <= rounds; r++)); do
+			for d in c rnvme; do
+				info "$f round $r/$rounds: $d"
+				bench_driver "$d" "$f" "$nqn" "$r" "$rt" || return 1
+			done
+		done
+	done
+	nqn=nqn.2026-11.io.rnvme:bench-${fabrics%% *}
+	for ((r = 1; r <= rounds; r++)); do
+		info "nvme-loop round $r/$rounds"
+		bench_loop "$nqn" "$r" "$rt" || return 1
+	done
+	for f in $fabrics; do target_subsys_del "nqn.2026-11.io.rnvme:bench-$f" || return 1; done
+	# Every point measured: fabrics x rounds x 2 drivers x workloads, and the loop ceiling.
+	n=$(wc -l <"$BENCH_OUT/results.jsonl")
+	set -- $BENCH_WORKLOADS
+	want=$(($(wc -w <<<"$fabrics") * rounds * 2 * $# + rounds * ($# - 1)))
+	[ "$n" = "$want" ] || { fail "$n results, expected $want"; return 1; }
+	info "$n points measured in $((SECONDS - t0)) s; results in $BENCH_OUT"
+}
+
+group_bench() {
+	run_test "bench: quick mode measures every workload with C and rnvme_rdma over rxe, and the nvme-loop ceiling (smoke: no verdict on speed)" \
+		bench_main quick
+}
+
+# As a vm-run script (tools/bench): run the benchmark, nothing else.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	. "$RNVME_PROJECT/tools/guest/lib.sh"
+	. "$RNVME_PROJECT/tools/guest/datapath.sh"
+	bench_main "$@"
+fi
