@@ -401,10 +401,10 @@ impl<M: MqOps> Request<M> {
         // SAFETY: the tag set's `cmd_size` (`Pdu::cmd_size`) reserves `INLINE_SG` bytes right
         // after the PDU, suitably aligned (asserted there), for this request alone.
         let first = unsafe { self.pdu().add(1).cast::<raw::scatterlist>() };
-        // SAFETY: the request is owned by the caller and has data segments; `table` and `dir`
-        // are writable; `dev` is a registered device; `first` has room for
-        // `RNVME_INLINE_SG_CNT` entries that no other mapping of this request uses (one mapping
-        // per use of the request, released before the next).
+        // (`first` has room for `RNVME_INLINE_SG_CNT` entries that no other mapping of this
+        // request uses: one mapping per use of the request, released before the next.)
+        // SAFETY: the request is owned by the caller and has data segments; `table`, `dir` are
+        // writable; `dev` is a registered device; `first` is this request's alone (above).
         let n = unsafe {
             raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir, first)
         };
@@ -489,13 +489,13 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
     ) -> kernel::ffi::c_int {
         // SAFETY: blk-mq passes one of our tag sets (see `ctrl`).
         let ctrl = unsafe { Self::ctrl(set) };
-        // SAFETY: `rq` is valid; its PDU has room for `Pdu<M::Data>` (cmd_size).
+        // SAFETY: `rq` is valid; its PDU has room for `Pdu<M>` (cmd_size).
         let pdu = unsafe { raw::rnvme_blk_mq_rq_to_pdu(rq).cast::<Pdu<M>>() };
-        // SAFETY: the PDU is zeroed by blk-mq (the entries unarmed); `nreq` takes the controller
-        // pointer as the C driver sets it, and `data` is initialised in place and never moves
-        // (the PDU is allocated once with the tag set). The entries are armed in place: the PDU
-        // stays until the tag set is freed, which the transport does only after the queues the
-        // requests are posted on are destroyed (`MqOps::queue`); nothing is posted yet.
+        // (The PDU is zeroed by blk-mq, its entries unarmed; it is allocated once with the tag set
+        // and stays until the set is freed, which the transport does only after the queues the
+        // requests are posted on are destroyed.)
+        // SAFETY: `nreq` takes the controller pointer as C sets it; `data` is initialised in place
+        // and never moves; the entries are armed in place (see above), nothing is posted yet.
         unsafe {
             (*(*pdu).nreq.get()).ctrl = ctrl.nvme().as_raw();
             (*(*pdu).nreq.get()).cmd = (*pdu).cmd.get();
