@@ -7,7 +7,7 @@
 #![deny(unsafe_code)]
 
 use super::{
-    device::{dev_get, max_fr_pages, DevUse, RdmaDev},
+    device::{dev_get, max_fr_pages, DevUse},
     text, Ctrl,
 };
 use crate::{
@@ -21,7 +21,7 @@ use crate::{
         qp::{QpAttr, QpCell, Wc},
         recv::RecvRing,
         verbs::{Cq, DmaBuf, Pd, PollCell, PollCtx},
-        SockAddr,
+        Device, SockAddr,
     },
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -270,8 +270,20 @@ impl CmHandler for ConnCm {
                     Some(ECONNRESET)
                 }
             }
-            // Device removal is handled through the ib_client `remove` callback.
-            CmEvent::DeviceRemoval => None,
+            // The ib_client `remove` callback (`fabrics.rs`) has deleted the controllers with
+            // queues on the device before rdma_cm sends this (clients go in reverse order of
+            // registration: rdma_cm's after ours), and rdma_cm waits for every id on the device
+            // to be destroyed. A queue that started connecting since sees it here: a pending
+            // connection fails, an established one goes through error recovery, and either way
+            // its id is destroyed.
+            CmEvent::DeviceRemoval => {
+                if this.established() {
+                    error_recovery(&this.ctrl);
+                    None
+                } else {
+                    Some(ENODEV)
+                }
+            }
             CmEvent::Other(e, st) => {
                 dev_err!(
                     this.ctrl,
@@ -461,8 +473,6 @@ pub(crate) struct RdmaCtrl {
     pub(super) queues: KVec<Pin<KBox<Queue>>>,
     pub(super) addr: SockAddr,
     pub(super) src: Option<SockAddr>,
-    #[pin]
-    pub(super) dev: Mutex<Option<Arc<RdmaDev>>>,
     pub(super) max_fr_pages: AtomicU32,
     pub(super) use_inline_data: AtomicBool,
     pub(super) io_queues: [AtomicU32; 3],
@@ -473,6 +483,20 @@ pub(crate) struct RdmaCtrl {
 impl RdmaCtrl {
     pub(super) fn queue(&self, qid: u16) -> Option<&Queue> {
         self.queues.get(usize::from(qid)).map(|q| &**q)
+    }
+
+    /// Whether a queue's connection uses `dev` (that device, not another one with the same node
+    /// GUID: a soft-RDMA device deleted and added again on the same NIC has the same GUID). A
+    /// controller holds a device only through its queues' connections, as the C driver does:
+    /// between reconnect attempts it holds nothing, so the device can go (issue 10 item 1).
+    pub(super) fn uses_device(&self, dev: &Device) -> bool {
+        self.queues.iter().any(|q| {
+            q.conn
+                .lock()
+                .as_ref()
+                .and_then(|cm| cm.qp_res())
+                .is_some_and(|r| core::ptr::eq(r.dev.0.device(), dev))
+        })
     }
 }
 

@@ -76,7 +76,6 @@ impl TransportOps for Rdma {
                 queues,
                 addr,
                 src,
-                dev <- new_mutex!(None),
                 max_fr_pages: AtomicU32::new(0),
                 use_inline_data: AtomicBool::new(false),
                 io_queues: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
@@ -123,15 +122,8 @@ pub(crate) fn delete_controllers(dev: Option<&Device>) {
     {
         let list = CTRLS.lock();
         for c in list.iter() {
-            if let Some(dev) = dev {
-                let on_dev = c
-                    .dev
-                    .lock()
-                    .as_ref()
-                    .is_some_and(|d| d.device().node_guid() == dev.node_guid());
-                if !on_dev {
-                    continue;
-                }
+            if dev.is_some_and(|d| !c.uses_device(d)) {
+                continue;
             }
             let _ = c.nvme().delete();
         }
@@ -155,7 +147,7 @@ impl ClientOps for Rdma {
         let known = DEVICES
             .lock()
             .iter()
-            .any(|e| e.dev.device().node_guid() == dev.node_guid());
+            .any(|e| core::ptr::eq(e.dev.device(), dev));
         if !known {
             return;
         }

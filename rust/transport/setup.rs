@@ -127,7 +127,6 @@ pub(super) fn configure_admin_queue(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult
         DmaDir::ToDevice,
     )?;
     *ctrl.aen_sqe.lock() = Some(aen);
-    *ctrl.dev.lock() = Some(dev);
     // On failure `start_queue` disconnects and drains the queue itself.
     start_queue(ctrl, 0)?;
     let started = ScopeGuard::new(|| {

@@ -2,9 +2,16 @@
 # See Documentation/testing.rst. All functions fail loudly (non-zero + message on stderr).
 
 NVMET=/sys/kernel/config/nvmet
-# One NIC per soft-RDMA provider (vm-run gives the guest two isolated NICs).
+# One NIC per soft-RDMA provider (vm-run gives the guest two isolated NICs). FABRIC_ADDR is the
+# target's address: the guest's own in a single guest; in a pair (RNVME_ROLE host or target, see
+# scripts/vm-run --pair) the target guest's, at the other end of the wire.
 declare -A FABRIC_NETDEV=([rxe]=eth0 [siw]=eth1)
-declare -A FABRIC_ADDR=([rxe]=10.0.2.15 [siw]=10.0.3.15)
+RNVME_ROLE=${RNVME_ROLE:-single}
+if [ "$RNVME_ROLE" = single ]; then
+	declare -A FABRIC_ADDR=([rxe]=10.0.2.15 [siw]=10.0.3.15)
+else
+	declare -A FABRIC_ADDR=([rxe]=10.0.2.2 [siw]=10.0.3.2)
+fi
 declare -A FABRIC_PORT_ID=([rxe]=1 [siw]=2)
 TRSVCID=4420
 HOSTNQN=$(cat /etc/nvme/hostnqn 2>/dev/null)
@@ -186,6 +193,37 @@ fio_json() {
 dmesg_mark() { _RNVME_MARK="rnvme-mark: $SRANDOM$SRANDOM"; echo "<6>$_RNVME_MARK" >/dev/kmsg; }
 dmesg_since_mark() { dmesg | awk -v m="${_RNVME_MARK:-none}" 'f; index($0, m) { f = 1 }'; }
 
+# --- a pair of guests (scripts/vm-run --pair; run from the host guest)
+# target_run [TIMEOUT] <<'EOF' ... EOF: run the script in the target guest (bash, with this file
+# sourced) over the control wire; its output is relayed, its status returned (124: timed out
+# there; 255: no answer). Bash builtins only: no exec per call.
+target_run() {
+	local LC_ALL=C t=${1:-60} s fd l rc=255
+	s=$(cat)
+	# (the braces: a redirection on a bare exec would stay on this shell for good)
+	{ exec {fd}<>/dev/tcp/10.0.9.2/7777; } 2>/dev/null || { fail "target control link down"; return 255; }
+	printf 'RUN %d %d\n%s' "$t" "${#s}" "$s" >&"$fd"
+	while IFS= read -r -t $((t + 10)) l <&"$fd"; do
+		[[ $l == 'rnvme-rc: '* ]] && { rc=${l#rnvme-rc: }; break; }
+		printf '%s\n' "$l"
+	done
+	exec {fd}>&-
+	return "$rc"
+}
+# target_wait [SECONDS]: the target guest answers (it boots beside the host guest).
+target_wait() { wait_for "${1:-180}" bash -c ': <>/dev/tcp/10.0.9.2/7777'; }
+# wire REQUEST: ask vm-run to act on the pair's QEMUs and wait for its answer (scripts/vm-run
+# wire_do): "link host|target w_rxe|w_siw|nic_rxe|nic_siw up|down", "stop target", "cont target".
+wire() {
+	local id=${EPOCHREALTIME/./}-$BASHPID d=/results/wire
+	echo "$*" >"$d/.$id.tmp" && mv "$d/.$id.tmp" "$d/$id.req" || { fail "wire $*: cannot write the request"; return 1; }
+	wait_for 15 eval "[ -e $d/$id.ok ] || [ -e $d/$id.err ]"
+	if [ -e "$d/$id.ok" ]; then rm -f "$d/$id.ok"; return 0; fi
+	fail "wire $*: $(cat "$d/$id.err" 2>/dev/null || echo 'no answer from vm-run in 15 s')"
+	rm -f "$d/$id.err"
+	return 1
+}
+
 # --- TAP results (read by tools/check): one line per test in $RNVME_RESULTS/results.tap.
 TAP_FILE=${RNVME_RESULTS:-/tmp}/results.tap
 tap_ok() { echo "ok - $*" | tee -a "$TAP_FILE"; }
@@ -194,14 +232,23 @@ tap_skip() { echo "ok - $1 # SKIP ${2:-}" | tee -a "$TAP_FILE"; }
 # run_test NAME FUNC [ARGS...]: run FUNC in a subshell; its status decides the TAP line. The
 # kernel log is marked at the test's start and end, so vm-run attributes any kernel warning to the
 # test that was running (scripts/vm-run, problems.log).
+# RNVME_ONLY (suite.sh only=TEXT[|TEXT...], for development): tests whose name has none of the
+# TEXTs are not run.
 run_test() {
 	local name=$1; shift
-	local t0=$SECONDS rc
+	local t0=$SECONDS rc o
+	if [ -n "${RNVME_ONLY:-}" ]; then
+		local -a only; IFS='|' read -ra only <<<"$RNVME_ONLY"
+		for o in "${only[@]}"; do [[ $name == *"$o"* ]] && break; o=; done
+		[ -n "$o" ] || return 0
+	fi
 	echo "# --- $name"
 	echo "rnvme-test: begin $name" >/dev/kmsg
+	[ "$RNVME_ROLE" != host ] || printf 'echo %q >/dev/kmsg' "rnvme-test: begin $name" | target_run 10 >/dev/null 2>&1
 	( set -o pipefail; "$@" ) 2>&1 | sed 's/^/#   /'
 	rc=${PIPESTATUS[0]}
 	echo "rnvme-test: end $name" >/dev/kmsg
+	[ "$RNVME_ROLE" != host ] || printf 'echo %q >/dev/kmsg' "rnvme-test: end $name" | target_run 10 >/dev/null 2>&1
 	if [ "$rc" = 0 ]; then tap_ok "$name ($((SECONDS - t0)) s)"; else tap_not_ok "$name (exit $rc, $((SECONDS - t0)) s)"; fi
 	return 0
 }

@@ -1,18 +1,20 @@
 #!/bin/bash
 # The in-guest test suite of `make check`: one boot of the debug kernel runs every group below.
 # Usage (under scripts/vm-run):
-#   suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw] [cycles=N]
+#   suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw] [cycles=N] [only=TEXT|...]
 #   groups: harness module (the default), datapath and datapath_quick (tools/guest/datapath.sh,
 #   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh), faults (faults.sh), bench (bench.sh: the
-#   benchmark's quick mode as a smoke test). driver= and fabrics= set HOST_DRIVER and
+#   benchmark's quick mode as a smoke test), wire (wire.sh: only in the host guest of
+#   `vm-run --pair`). driver= and fabrics= set HOST_DRIVER and
 #   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
-#   load/unload cycles (100).
+#   load/unload cycles (100). only=TEXT|... (development): run only the tests whose name has one of the TEXTs.
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
 . "$RNVME_PROJECT/tools/guest/faults.sh"
 . "$RNVME_PROJECT/tools/guest/bench.sh"
+. "$RNVME_PROJECT/tools/guest/wire.sh"
 : >"$TAP_FILE"
 
 # ---------------------------------------------------------------- harness (issue 2)
@@ -215,7 +217,8 @@ for g in "$@"; do
 	cycles=*) LOAD_CYCLES=${g#cycles=};;
 	driver=*) HOST_DRIVER=${g#driver=};;
 	fabrics=*) DP_FABRICS=${g#fabrics=};;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N)" >&2; exit 2;;
+	only=*) RNVME_ONLY=${g#only=};;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done

@@ -1,0 +1,328 @@
+# shellcheck shell=bash
+# Faults on a real wire (issue 11): group `wire` of tools/guest/suite.sh, run in the host guest of
+# `scripts/vm-run --pair` (sourced after lib.sh, datapath.sh, lifecycle.sh). The target is the
+# other guest (release kernel, nvmet-rdma), reached with target_run over the control wire; the
+# rxe and siw wires are cut with `wire` (vm-run's QMP agent). Each test reports what it measured
+# (bytes verified, recoveries, seconds to recover) on its "#" lines.
+
+WIRE_NQN=nqn.2026-11.io.rnvme:wire
+
+# wire_target FABRIC NQN SIZE_MB: on the target: the fabric's port and subsystem NQN with a
+# memory-backed namespace of SIZE_MB linked to it. On the host: the fabric up, rnvme_rdma loaded.
+wire_target() {
+	fabric_up "$1" >/dev/null || return 1
+	target_run 60 <<-EOF || { fail "cannot set up the target for $2 on $1"; return 1; }
+		target_port_up $1 && target_subsys_add $2 mem:$3 >/dev/null && target_subsys_link $2 $1
+	EOF
+}
+wire_target_del() { echo "target_subsys_del $1" | target_run 60; }
+
+# wire_port_down FABRIC / wire_port_up FABRIC NQN: remove the target's port of FABRIC (every
+# subsystem unlinked first: nvmet-rdma then disconnects every queue on it) / add it back with NQN.
+wire_port_down() {
+	target_run 60 <<-EOF
+		p=\$NVMET/ports/${FABRIC_PORT_ID[$1]}
+		rm -f \$p/subsystems/* && rmdir \$p
+	EOF
+}
+wire_port_up() { echo "target_port_up $1 && target_subsys_link $2 $1" | target_run 60; }
+
+# wire_fio NAME SIZE_MB RATE: in the background (pid in WIRE_FIO): 4 KiB random writes at
+# queue depth 8 over SIZE_MB of $DP_NS, capped at RATE (fio --rate: the write phase lasts
+# SIZE/RATE at least), then every block read back and checked (crc32c).
+wire_fio() {
+	fio --name="$1" --filename="$DP_NS" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --iodepth=8 \
+		--size="$2M" --rate=,"$3" --verify=crc32c --verify_fatal=1 --output-format=json \
+		--output="/tmp/wire-$1.json" >"/tmp/wire-$1.err" 2>&1 &
+	WIRE_FIO=$!
+}
+# wire_fio_ok NAME SIZE_MB BOUND: fio ends within BOUND seconds, every byte written and verified.
+wire_fio_ok() {
+	local t0=$SECONDS
+	while kill -0 "$WIRE_FIO" 2>/dev/null && [ $((SECONDS - t0)) -lt "$3" ]; do dp_sleep 1; done
+	if kill -0 "$WIRE_FIO" 2>/dev/null; then fail "fio $1 still running after $3 s"; kill "$WIRE_FIO"; return 1; fi
+	wait "$WIRE_FIO" || { fail "fio $1 failed: $(head -c 2000 "/tmp/wire-$1.err")"; return 1; }
+	fio_json "/tmp/wire-$1.json"
+	[ "$FIO_ERR" = 0 ] && [ "$FIO_WRITE" = $(($2 << 20)) ] && [ "$FIO_READ" = $(($2 << 20)) ] ||
+		{ fail "fio $1 wrote $FIO_WRITE and verified $FIO_READ bytes (error $FIO_ERR), expected $2 MiB"; return 1; }
+}
+
+# wire_state_not CTRL STATE SECONDS: wait until CTRL leaves STATE; WIRE_T = seconds it took.
+wire_state_not() {
+	local t0=$SECONDS
+	dp_until "$3" eval "! dp_is $1/state $2" || return 1
+	WIRE_T=$((SECONDS - t0))
+}
+wire_live() {
+	local t0=$SECONDS
+	dp_until "$2" dp_is "$1/state" live || return 1
+	WIRE_T=$((SECONDS - t0))
+}
+wire_count() { grep -c -- "$1" <<<"$2"; }
+
+# t_wire_short_cut FABRIC: the wire is cut for 2 s, shorter than the keep-alive timeout (5 s)
+# and than rxe's transport retries (7 x 0.54 s): I/O stops during the cut (no request completes
+# while it lasts: the cut is real) and resumes after it, without error recovery; every byte
+# verifies.
+t_wire_short_cut() {
+	local f=$1 nqn=$WIRE_NQN-short-$1 c ns n1 n2 log rc=0
+	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=60 && dp_ns "$nqn" || return 1
+	c=$DP_CTRL ns=$DP_NS
+	dmesg_mark
+	# 4 MiB at 256 KiB/s: a write phase of 16 s.
+	wire_fio short 4 256k
+	lc_io_moves "$ns" "$WIRE_FIO" "before the cut" || rc=1
+	if [ $rc = 0 ]; then
+		wire link host "w_$f" down || rc=1
+		dp_sleep 0.4; n1=$(lc_ios "$ns"); dp_sleep 1.4; n2=$(lc_ios "$ns")
+		wire link host "w_$f" up || rc=1
+		info "I/Os completed during 1.4 s of the 2 s cut: $((n2 - n1))"
+		[ "$n1" = "$n2" ] || { fail "I/O completed while the wire was cut: the cut did not cut"; rc=1; }
+		lc_io_moves "$ns" "$WIRE_FIO" "after the cut" || rc=1
+	fi
+	wire_fio_ok short 4 300 || rc=1
+	dp_is "$c/state" live || { fail "${c##*/} is $(cat "$c/state"), not live"; rc=1; }
+	log=$(dmesg_since_mark)
+	[ "$(wire_count 'starting error recovery' "$log")" = 0 ] || { fail "error recovery ran for a 2 s cut"; rc=1; }
+	[ $rc = 0 ] && info "2 s cut under I/O: stalled and resumed, no error recovery, 4 MiB written and verified"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 20 | sed 's/^/#   dmesg: /'
+	dp_disconnect "$c" || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# t_wire_long_cut FABRIC: the wire is cut for 15 s, three keep-alive timeouts: the controller
+# notices (a failed transfer on rxe, the keep-alive timeout on siw), runs error recovery and tries
+# to reconnect every reconnect_delay (2 s); the wire comes back, a reconnect succeeds, the
+# requeued I/O completes and every acknowledged write reads back.
+t_wire_long_cut() {
+	local f=$1 nqn=$WIRE_NQN-long-$1 c ns log rc=0 tdet trec
+	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=120 && dp_ns "$nqn" || return 1
+	c=$DP_CTRL ns=$DP_NS
+	dmesg_mark
+	wire_fio long 4 256k
+	lc_io_moves "$ns" "$WIRE_FIO" "before the cut" || rc=1
+	if [ $rc = 0 ]; then
+		wire link host "w_$f" down || rc=1
+		local t0=$SECONDS
+		wire_state_not "$c" live 30 || { fail "${c##*/} still live 30 s into the cut"; rc=1; }
+		tdet=$WIRE_T
+		while [ $((SECONDS - t0)) -lt 15 ]; do dp_sleep 0.5; done
+		wire link host "w_$f" up || rc=1
+		wire_live "$c" 90 || { fail "${c##*/} not live 90 s after the wire came back ($(cat "$c/state"))"; rc=1; }
+		trec=$WIRE_T
+	fi
+	wire_fio_ok long 4 300 || rc=1
+	log=$(dmesg_since_mark)
+	for w in 'starting error recovery' 'Successfully reconnected'; do
+		grep -q "${c##*/}: .*$w" <<<"$log" || { fail "no '$w' from ${c##*/}"; rc=1; }
+	done
+	[ $rc = 0 ] && info "15 s cut under I/O: noticed after ${tdet} s, $(wire_count 'Reconnecting in' "$log") reconnects scheduled, live ${trec} s after the wire returned; 4 MiB written and verified"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	dp_disconnect "$c" || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# t_wire_ctrl_loss FABRIC: the wire is cut for good: after ctrl_loss_tmo (5 s) the controller is
+# deleted, the I/O that was waiting fails (fio ends with errors, never hangs), new I/O fails, and
+# the module unloads. The core counts ctrl_loss_tmo in attempts (5 s / reconnect_delay 1 s = 5),
+# and each attempt is bounded by rdma_cm's address and route timeouts (3 s each) and ours for
+# the connection (30 s): the bound is two keep-alive periods to notice, 5 x (1 + 3 + 3 + 30) s,
+# and 15 s of slack: 210 s.
+t_wire_ctrl_loss() {
+	local f=$1 nqn=$WIRE_NQN-loss-$1 c ns log rc=0 t0 tgone n
+	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=5 && dp_ns "$nqn" || return 1
+	c=$DP_CTRL ns=$DP_NS
+	dmesg_mark
+	wire_fio loss 4 256k
+	lc_io_moves "$ns" "$WIRE_FIO" "before the cut" || rc=1
+	wire link host "w_$f" down || rc=1
+	t0=$SECONDS
+	dp_until 210 eval "[ ! -e $c ]" || { fail "${c##*/} still exists 210 s into the cut ($(cat "$c/state"))"; rc=1; }
+	tgone=$((SECONDS - t0))
+	dp_until 30 eval "! kill -0 $WIRE_FIO 2>/dev/null" || { fail "fio still running 30 s after the controller went"; kill "$WIRE_FIO"; rc=1; }
+	if wait "$WIRE_FIO"; then fail "fio succeeded though its controller was lost"; rc=1; fi
+	if [ -b "$ns" ] && timeout 30 dd if="$ns" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; then
+		fail "a read of $ns succeeded after the controller was deleted"; rc=1
+	fi
+	wire link host "w_$f" up || rc=1
+	log=$(dmesg_since_mark)
+	n=$(wire_count "${c##*/}: Reconnecting in" "$log")
+	grep -q "Removing ctrl: NQN \"$nqn\"" <<<"$log" || { fail "the core did not remove ${c##*/}"; rc=1; }
+	[ $rc = 0 ] && info "wire cut for good: ${c##*/} deleted after ${tgone} s ($n reconnect attempts scheduled, ctrl_loss_tmo 5 s), fio failed, new I/O fails"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# t_wire_fast_io_fail FABRIC: with fast_io_fail_tmo 3 s, I/O fails soon after the wire is cut
+# while the controller keeps reconnecting (ctrl_loss_tmo 120 s); the wire returns, the controller
+# is live again and I/O works.
+t_wire_fast_io_fail() {
+	local f=$1 nqn=$WIRE_NQN-fastfail-$1 c ns log rc=0 t0 tfail trec
+	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=120 --fast_io_fail_tmo=3 &&
+		dp_ns "$nqn" || return 1
+	c=$DP_CTRL ns=$DP_NS
+	dmesg_mark
+	wire link host "w_$f" down || rc=1
+	t0=$SECONDS
+	# I/O has to notice: a read that waits for the wire.
+	if timeout 90 dd if="$ns" of=/dev/null bs=4k count=1 iflag=direct status=none 2>/dev/null; then
+		fail "a read succeeded with the wire cut"; rc=1
+	fi
+	tfail=$((SECONDS - t0))
+	[ "$tfail" -lt 90 ] || { fail "the read did not fail within 90 s"; rc=1; }
+	[ -e "$c" ] && ! dp_is "$c/state" live || { fail "${c##*/} should still exist, reconnecting"; rc=1; }
+	wire link host "w_$f" up || rc=1
+	wire_live "$c" 90 || { fail "${c##*/} not live 90 s after the wire came back"; rc=1; }
+	trec=$WIRE_T
+	timeout 60 dd if="$ns" of=/dev/null bs=4k count=16 iflag=direct status=none || { fail "no I/O after the wire came back"; rc=1; }
+	log=$(dmesg_since_mark)
+	grep -q "${c##*/}: failfast expired" <<<"$log" || { fail "no 'failfast expired' from ${c##*/}"; rc=1; }
+	[ $rc = 0 ] && info "wire cut: a read failed after ${tfail} s (fast_io_fail_tmo 3 s) while ${c##*/} kept reconnecting; live again ${trec} s after the wire returned"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	dp_disconnect "$c" || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# flap_round DRIVER FABRIC NQN CTRL KIND: the target's port goes away under I/O (KIND port: the
+# port removed; target: nvmet-rdma and nvmet unloaded, the whole configuration gone, the
+# namespace's memory and UUID kept) and comes back 3 s later; the controller must be live again within
+# 60 s. WIRE_T: seconds from the target's return to live.
+flap_round() {
+	local d=$1 f=$2 nqn=$3 c=$4 kind=$5
+	local uuid
+	if [ "$kind" = port ]; then
+		wire_port_down "$f" || { fail "cannot remove the target's port"; return 1; }
+	else
+		# The namespace's UUID is kept for the re-created target, as blktests does: nvmet makes a
+		# new one for a new namespace, and the host would rightly refuse it as another namespace
+		# ("identifiers changed").
+		uuid=$(echo "cat \$NVMET/subsystems/$nqn/namespaces/1/device_uuid" | target_run 30) &&
+			[[ $uuid =~ ^[0-9a-f-]{36}$ ]] || { fail "cannot read the namespace's UUID ('$uuid')"; return 1; }
+		target_run 60 <<-EOF || { fail "cannot tear the target down"; return 1; }
+			s=\$NVMET/subsystems/$nqn
+			rm -f \$NVMET/ports/*/subsystems/* && rmdir \$NVMET/ports/* &&
+			echo 0 >\$s/namespaces/1/enable && rmdir \$s/namespaces/1 && rmdir \$s &&
+			target_subsys_del nqn.2026-11.io.rnvme:anchor && modprobe -r nvmet-rdma nvmet
+		EOF
+	fi
+	wire_state_not "$c" live 30 || { fail "$d: ${c##*/} still live 30 s after the target's $kind went"; return 1; }
+	dp_sleep 3
+	if [ "$kind" = port ]; then
+		wire_port_up "$f" "$nqn" || { fail "cannot add the target's port back"; return 1; }
+	else
+		target_run 60 <<-EOF || { fail "cannot re-create the target"; return 1; }
+			modprobe nvmet-rdma && s=\$NVMET/subsystems/$nqn && mkdir \$s && echo 1 >\$s/attr_allow_any_host &&
+			mkdir \$s/namespaces/1 && echo $uuid >\$s/namespaces/1/device_uuid && echo -n /dev/rn_\$(echo "${nqn##*:}" | tr -c 'a-zA-Z0-9\n' '_' | cut -c1-28) >\$s/namespaces/1/device_path &&
+			echo 1 >\$s/namespaces/1/enable && target_port_up $f && target_subsys_link $nqn $f
+		EOF
+	fi
+	wire_live "$c" 60
+}
+
+# t_wire_target_flap FABRIC: under verified I/O, the target's port is removed and re-added twice,
+# then the whole target is torn down and re-created (blktests nvme/061-like): the controller
+# reconnects every time and every byte verifies. The C driver then runs the whole-target round as
+# a control in the same boot (its result is reported, not judged).
+t_wire_target_flap() {
+	local f=$1 nqn=$WIRE_NQN-flap-$1 c ns log rc=0 r kinds=(port port target) times=() cres
+	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=120 && dp_ns "$nqn" || return 1
+	c=$DP_CTRL ns=$DP_NS
+	dmesg_mark
+	# 6 MiB at 128 KiB/s: a write phase of 48 s or more.
+	wire_fio flap 6 128k
+	for r in 0 1 2; do
+		lc_io_moves "$ns" "$WIRE_FIO" "before round $((r + 1))" || { rc=1; break; }
+		flap_round rnvme "$f" "$nqn" "$c" "${kinds[$r]}" ||
+			{ fail "round $((r + 1)) (${kinds[$r]}): ${c##*/} not live 60 s after the target returned ($(cat "$c/state"))"; rc=1; break; }
+		times+=("${kinds[$r]} ${WIRE_T} s")
+	done
+	wire_fio_ok flap 6 300 || rc=1
+	log=$(dmesg_since_mark)
+	[ $rc = 0 ] && info "rnvme_rdma: live again after each return of the target (${times[*]}); $(wire_count "${c##*/}: Successfully reconnected" "$log") reconnects, 6 MiB written and verified"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	dp_disconnect "$c" || rc=1
+	# The control: the C driver, the same whole-target round (no I/O).
+	if [ $rc = 0 ] && dp_load c && dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=120; then
+		if flap_round c "$f" "$nqn" "$DP_CTRL" target 2>/dev/null; then cres="live again after ${WIRE_T} s"
+		else cres="not live 60 s after the target returned ($(cat "$DP_CTRL/state" 2>/dev/null))"; fi
+		info "C nvme_rdma (control), whole target re-created: $cres"
+		timeout 60 nvme disconnect -d "${DP_CTRL##*/}" >/dev/null 2>&1
+		dp_no_ctrl || rc=1
+	fi
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# t_wire_link_delete FABRIC: the host's RDMA device is removed (`rdma link delete`, as a driver
+# unload or a hot unplug would) - issue 10 item 1:
+# (a) while the controller is reconnecting (the target's port is gone, ctrl_loss_tmo -1): the
+#     removal completes at once (between attempts the controller holds nothing of the device; it
+#     used to keep a reference for its whole life, and `rdma link delete` hung in D state); the
+#     link and the port come back and the same controller reconnects and does I/O.
+# (b) under I/O with an ext4 file system mounted on the namespace: the removal completes, the
+#     controller on the device is deleted (as the C driver does), the writer gets an error, the
+#     file system unmounts and the module unloads.
+t_wire_link_delete() {
+	local f=$1 nqn=$WIRE_NQN-linkdel-$1 dev=${FABRIC_NETDEV[$1]}_$1 c ns rc=0 pid t0 tdel trec mnt=/mnt/dp-wire
+	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=-1 && dp_ns "$nqn" || return 1
+	c=$DP_CTRL ns=$DP_NS
+	dmesg_mark
+	wire_port_down "$f" || { fail "cannot remove the target's port"; return 1; }
+	wire_state_not "$c" live 30 || { fail "${c##*/} still live 30 s after the target's port went"; return 1; }
+	dp_until 30 eval "dmesg_since_mark | grep -q '${c##*/}: Reconnecting in'" || { fail "no reconnect scheduled"; return 1; }
+	t0=$SECONDS
+	rdma link delete "$dev" & pid=$!
+	if ! dp_until 60 eval "! kill -0 $pid 2>/dev/null"; then
+		fail "(a) rdma link delete $dev still blocked 60 s later, ${c##*/} $(cat "$c/state"): the device is held"
+		grep -E 'State|wchan' "/proc/$pid/status" /dev/null 2>/dev/null | sed 's/^/#   /'
+		return 1
+	fi
+	wait $pid || { fail "(a) rdma link delete $dev failed"; rc=1; }
+	tdel=$((SECONDS - t0))
+	[ -e "$c" ] || { fail "(a) ${c##*/} was deleted: a reconnecting controller must keep reconnecting"; return 1; }
+	fabric_up "$f" >/dev/null && wire_port_up "$f" "$nqn" || { fail "(a) cannot bring the link and the port back"; return 1; }
+	wire_live "$c" 60 || { fail "(a) ${c##*/} not live 60 s after the link and the port came back ($(cat "$c/state"))"; return 1; }
+	trec=$WIRE_T
+	timeout 60 dd if="$ns" of=/dev/null bs=4k count=16 iflag=direct status=none || { fail "(a) no I/O after the reconnect"; return 1; }
+	info "(a) reconnecting: rdma link delete took ${tdel} s; link and port back: ${c##*/} live ${trec} s later"
+	mkfs.ext4 -q -F "$ns" && mkdir -p $mnt && mount "$ns" $mnt || { fail "(b) cannot make and mount ext4 on $ns"; return 1; }
+	# The writer rewrites 4 MiB in place until a write fails (never ENOSPC on this 32 MiB disk),
+	# then exits 1: its end is the error.
+	(while dd if=/dev/urandom of=$mnt/data bs=64k count=64 oflag=direct conv=notrunc status=none 2>/dev/null; do :; done; exit 1) & pid=$!
+	lc_io_moves "$ns" $pid "before the removal" || rc=1
+	t0=$SECONDS
+	timeout 120 rdma link delete "$dev" || { fail "(b) rdma link delete $dev under I/O did not finish in 120 s"; rc=1; }
+	tdel=$((SECONDS - t0))
+	dp_until 30 eval "[ ! -e $c ]" || { fail "(b) ${c##*/} still exists 30 s after its device went"; rc=1; }
+	dp_until 60 eval "! kill -0 $pid 2>/dev/null" || { fail "(b) the writer still runs 60 s after the removal"; kill $pid; rc=1; }
+	if wait $pid; then fail "(b) the writer did not see an error"; rc=1; fi
+	timeout 60 umount $mnt || { fail "(b) cannot unmount $mnt"; rc=1; }
+	[ $rc = 0 ] && info "(b) under I/O with ext4 mounted: rdma link delete took ${tdel} s, ${c##*/} deleted, the writer failed, ext4 unmounted"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	fabric_up "$f" >/dev/null || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+group_wire() {
+	target_wait 240 || { fail "the target guest does not answer on 10.0.9.2:7777"; return 1; }
+	local f
+	for f in ${DP_FABRICS//,/ }; do
+		run_test "wire: $f: a 2 s cut under I/O stalls and resumes, no recovery, data verified" dp_wrap t_wire_short_cut "$f"
+		run_test "wire: $f: a 15 s cut under I/O: error recovery, reconnect once the wire is back, data verified" dp_wrap t_wire_long_cut "$f"
+		run_test "wire: $f: a cut for good: controller deleted after ctrl_loss_tmo, I/O fails, module unloads" dp_wrap t_wire_ctrl_loss "$f"
+		run_test "wire: $f: fast_io_fail_tmo fails I/O while reconnecting, live when the wire is back" dp_wrap t_wire_fast_io_fail "$f"
+		run_test "wire: $f: target port removed and re-added, whole target re-created, under I/O: reconnects each time, data verified" dp_wrap t_wire_target_flap "$f"
+		run_test "wire: $f: rdma link delete while reconnecting (no hang, reconnects when back) and under I/O with ext4 mounted" dp_wrap t_wire_link_delete "$f"
+	done
+}
