@@ -113,6 +113,11 @@ impl ConnCm {
         self.state.lock().outcome.is_some()
     }
 
+    /// The connection was established (not merely ended: a failed one has an outcome too).
+    fn connected(&self) -> bool {
+        matches!(self.state.lock().outcome, Some(Ok(())))
+    }
+
     /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
     /// route.
     fn addr_resolved(&self, id: &CmIdLocked<Self>) -> Result {
@@ -273,12 +278,20 @@ impl CmHandler for ConnCm {
             // The ib_client `remove` callback (`fabrics.rs`) has deleted the controllers with
             // queues on the device before rdma_cm sends this (clients go in reverse order of
             // registration: rdma_cm's after ours), and rdma_cm waits for every id on the device
-            // to be destroyed. A queue that started connecting since sees it here: a pending
-            // connection fails, an established one goes through error recovery, and either way
-            // its id is destroyed.
+            // to be destroyed. A queue whose connection that callback could not see (still being
+            // set up, `Queue::conn` empty) gets it here: a pending connection fails (the waiting
+            // setup destroys the id); an established one deletes its controller, as the callback
+            // would have. Not error recovery: a controller still `Connecting` cannot reset, and
+            // its setup could go live on ids nobody would destroy (rdma_cm would wait forever).
+            // The C driver ignores this event; its connect then waits for ever.
             CmEvent::DeviceRemoval => {
-                if this.established() {
-                    error_recovery(&this.ctrl);
+                if this.connected() {
+                    dev_info!(
+                        this.ctrl,
+                        "RDMA device removed under queue {}: deleting the controller\n",
+                        this.qid
+                    );
+                    let _ = this.ctrl.nvme().delete();
                     None
                 } else {
                     Some(ENODEV)

@@ -314,6 +314,187 @@ t_wire_link_delete() {
 	return $rc
 }
 
+# wire_ns NQN NSID: the subsystem NQN has a namespace block device with NSID on this host.
+wire_ns() {
+	local s v n
+	for s in /sys/class/nvme-subsystem/nvme-subsys*; do
+		dp_rd v "$s/subsysnqn"
+		[ "$v" = "$1" ] || continue
+		for n in "$s"/nvme*n"$2"; do [ -b "/dev/${n##*/}" ] && return 0; done
+	done
+	return 1
+}
+
+# t_wire_aen FABRIC: namespace 2 is added to the subsystem on the target and later removed: each
+# change reaches the host as an asynchronous event (Namespace Attribute Changed; nothing else
+# makes the host rescan here: no reset, no reconnect), the host rescans and the block device
+# appears and goes; namespace 1 keeps working and the controller stays live throughout.
+t_wire_aen() {
+	local f=$1 nqn=$WIRE_NQN-aen-$1 c rc=0 t0 tadd tdel nb=rn_aen2_$1 log
+	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	dp_connect "$f" "$nqn" && dp_ns "$nqn" || return 1
+	c=$DP_CTRL
+	wire_ns "$nqn" 2 && { fail "namespace 2 exists before it was added"; return 1; }
+	dmesg_mark
+	target_run 60 <<-EOF || { fail "cannot add namespace 2 on the target"; return 1; }
+		n=/sys/kernel/config/nullb/$nb
+		mkdir \$n && echo 16 >\$n/size && echo 512 >\$n/blocksize && echo 1 >\$n/memory_backed && echo 1 >\$n/power &&
+			wait_for 10 test -b /dev/$nb &&
+			s=\$NVMET/subsystems/$nqn/namespaces/2 && mkdir \$s && echo -n /dev/$nb >\$s/device_path && echo 1 >\$s/enable
+	EOF
+	t0=$SECONDS
+	dp_until 30 wire_ns "$nqn" 2 || { fail "namespace 2 did not appear on the host within 30 s of its creation"; rc=1; }
+	tadd=$((SECONDS - t0))
+	target_run 60 <<-EOF || { fail "cannot remove namespace 2 on the target"; rc=1; }
+		s=\$NVMET/subsystems/$nqn/namespaces/2
+		echo 0 >\$s/enable && rmdir \$s && rmdir /sys/kernel/config/nullb/$nb
+	EOF
+	t0=$SECONDS
+	dp_until 30 eval '! wire_ns "$nqn" 2' || { fail "namespace 2 still on the host 30 s after its removal"; rc=1; }
+	tdel=$((SECONDS - t0))
+	timeout 60 dd if="$DP_NS" of=/dev/null bs=4k count=16 iflag=direct status=none || { fail "namespace 1 does not read"; rc=1; }
+	dp_is "$c/state" live || { fail "${c##*/} is $(cat "$c/state"), not live"; rc=1; }
+	log=$(dmesg_since_mark)
+	! grep -q "${c##*/}: .*\(starting error recovery\|resetting\|Reconnecting\)" <<<"$log" ||
+		{ fail "${c##*/} was reset or recovered: the rescan may not have come from the event"; rc=1; }
+	[ $rc = 0 ] && info "namespace 2 added on the target: on the host after ${tadd} s; removed: gone after ${tdel} s (asynchronous events, no reset)"
+	dp_disconnect "$c" || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# t_wire_host_traddr FABRIC: host_traddr binds the queues' connections to a chosen local address:
+# a second address on the host's NIC, and the target's rdma_cm ids (`rdma resource show cm_id`)
+# must show every queue of the controller (admin + I/O: queue_count) coming from it, none from
+# the NIC's first address.
+t_wire_host_traddr() {
+	local f=$1 nqn=$WIRE_NQN-src-$1 nd=${FABRIC_NETDEV[$1]} src main c out n q rc=0
+	main=${FABRIC_ADDR[$f]%.*}.1 src=${FABRIC_ADDR[$f]%.*}.3
+	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	ip addr add "$src/24" dev "$nd" || { fail "cannot add $src to $nd"; return 1; }
+	dp_connect "$f" "$nqn" --host-traddr="$src" || rc=1
+	c=$DP_CTRL
+	if [ $rc = 0 ]; then
+		dp_rd q "$c/queue_count"
+		out=$(echo "rdma resource show cm_id" | target_run 30) || { fail "rdma resource show cm_id failed on the target"; rc=1; }
+		n=$(grep -c "dst-addr $src:" <<<"$out")
+		[ "$n" = "$q" ] || { fail "the target sees $n connections from $src, expected $q (queue_count)"; rc=1; }
+		! grep -q "dst-addr $main:" <<<"$out" || { fail "the target sees connections from $main"; rc=1; }
+		[ $rc = 0 ] || sed 's/^/#   target: /' <<<"$out"
+		[ $rc = 0 ] && info "host_traddr=$src: the target sees all $q queues of ${c##*/} coming from $src"
+		dp_disconnect "$c" || rc=1
+	fi
+	ip addr del "$src/24" dev "$nd" || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# t_wire_auth FABRIC: DH-HMAC-CHAP against a target that admits only this host with its key:
+# the right host secret connects (authenticated), a wrong one is refused with an authentication
+# error and leaves no controller; with a controller key on the target too, the right pair
+# connects (the controller authenticated) and a wrong controller secret is refused by the host.
+t_wire_auth() {
+	local f=$1 nqn=$WIRE_NQN-auth-$1 hk ck bad c out log rc=0 r
+	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	hk=$(auth_key) && ck=$(auth_key) && bad=$(auth_key) || { fail "cannot make DH-HMAC-CHAP keys"; return 1; }
+	target_run 30 <<-EOF || { fail "cannot set up the host's key on the target"; return 1; }
+		h=\$NVMET/hosts/$HOSTNQN
+		{ [ -d \$h ] || mkdir \$h; } && echo "$hk" >\$h/dhchap_key && echo "hmac(sha256)" >\$h/dhchap_hash &&
+			echo 0 >\$NVMET/subsystems/$nqn/attr_allow_any_host && ln -s \$h \$NVMET/subsystems/$nqn/allowed_hosts/
+	EOF
+	for r in host host-wrong both ctrl-wrong; do
+		[ "$r" = both ] && { echo "echo '$ck' >\$NVMET/hosts/$HOSTNQN/dhchap_ctrl_key" | target_run 30 || { fail "cannot set the controller key"; rc=1; break; }; }
+		dmesg_mark
+		case $r in
+		host) dp_connect "$f" "$nqn" --dhchap-secret="$hk" || { rc=1; break; } ;;
+		both) dp_connect "$f" "$nqn" --dhchap-secret="$hk" --dhchap-ctrl-secret="$ck" || { rc=1; break; } ;;
+		*)
+			[ $r = host-wrong ] && set -- --dhchap-secret="$bad" || set -- --dhchap-secret="$hk" --dhchap-ctrl-secret="$bad"
+			if out=$(timeout 90 nvme connect -t rdma -a "${FABRIC_ADDR[$f]}" -s $TRSVCID -n "$nqn" "$@" 2>&1); then
+				fail "$r: nvme connect succeeded with a wrong secret: $out"; rc=1; break
+			fi
+			dp_no_ctrl || { rc=1; break; }
+			log=$(dmesg_since_mark)
+			if [ $r = host-wrong ]; then
+				grep -Eq 'qid 0: (authentication failed|.*success1)|failed to receive success1|DH-HMAC-CHAP.*fail|authentication.*fail' <<<"$log"
+			else
+				grep -q 'qid 0: controller authentication failed' <<<"$log"
+			fi || { fail "$r: refused without an authentication error in the log"; sed 's/^/#   dmesg: /' <<<"$log" | tail -n 8; rc=1; break; }
+			info "$r: refused ($(grep -m1 -o 'qid 0: .*' <<<"$log" | head -c 80)), no controller left: nvme connect said: $(tail -n 1 <<<"$out" | head -c 100)"
+			continue ;;
+		esac
+		c=$DP_CTRL log=$(dmesg_since_mark)
+		grep -q "${c##*/}: qid 0: authenticated" <<<"$log" || { fail "$r: ${c##*/} connected without authenticating"; rc=1; }
+		[ $r = host ] || grep -q "${c##*/}: qid 0: controller authenticated" <<<"$log" ||
+			{ fail "$r: ${c##*/} did not authenticate the controller"; rc=1; }
+		[ $rc = 0 ] && info "$r: ${c##*/} connected and authenticated"
+		dp_disconnect "$c" || { rc=1; break; }
+	done
+	echo "rm -f \$NVMET/subsystems/$nqn/allowed_hosts/$HOSTNQN; rmdir \$NVMET/hosts/$HOSTNQN" | target_run 30
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# wire_path_ios CTRL: I/Os completed on CTRL's path to namespace 1 (its hidden path disk).
+wire_path_ios() { local r w; read -r r _ _ _ w _ <"$(echo "$1"/nvme*c*n1)/stat" && echo $((r + w)); }
+wire_ana_is() { dp_is "$(echo "$1"/nvme*c*n1)/ana_state" "$2"; }
+
+# t_wire_multipath: one subsystem on both target ports (rxe and siw), a controller over each:
+# one namespace with two paths, iopolicy round-robin. Under verified I/O: (1) the rxe port's ANA
+# group goes inaccessible on the target: the host learns it (an ANA change event), the rxe path
+# stops carrying I/O and the siw path carries it all; back to optimized, both again. (2) The siw
+# wire is cut for 15 s: its controller goes through error recovery, its I/O fails over to the
+# rxe path; the wire returns and the siw controller is live again. fio never sees an error and
+# every byte verifies.
+t_wire_multipath() {
+	local nqn=$WIRE_NQN-mpath c1 c2 s rc=0 a b a2 b2 t0 tana tfo trec
+	wire_target rxe "$nqn" 32 && wire_target siw "$nqn" 32 && dp_load rnvme || return 1
+	dp_connect rxe "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=120 && c1=$DP_CTRL || return 1
+	dp_connect siw "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=120 && c2=$DP_CTRL || return 1
+	dp_ns "$nqn" || return 1
+	s=$(grep -l "^$nqn\$" /sys/class/nvme-subsystem/*/subsysnqn | head -n 1) && s=${s%/subsysnqn} ||
+		{ fail "no subsystem directory for $nqn"; return 1; }
+	echo round-robin >"$s/iopolicy" || { fail "cannot set iopolicy round-robin"; return 1; }
+	[ -e "$(echo "$c1"/nvme*c*n1)/stat" ] && [ -e "$(echo "$c2"/nvme*c*n1)/stat" ] || { fail "no path disks under ${c1##*/} and ${c2##*/}"; return 1; }
+	dmesg_mark
+	# 8 MiB at 128 KiB/s: a write phase of 64 s or more.
+	wire_fio mpath 8 128k
+	lc_io_moves "$DP_NS" "$WIRE_FIO" "before the faults" || rc=1
+	dp_sleep 2
+	a=$(wire_path_ios "$c1") b=$(wire_path_ios "$c2"); dp_sleep 3; a2=$(wire_path_ios "$c1") b2=$(wire_path_ios "$c2")
+	[ "$a2" -gt "$a" ] && [ "$b2" -gt "$b" ] || { fail "round-robin: both paths should carry I/O (rxe +$((a2 - a)), siw +$((b2 - b)))"; rc=1; }
+	if [ $rc = 0 ]; then
+		echo "echo inaccessible >\$NVMET/ports/${FABRIC_PORT_ID[rxe]}/ana_groups/1/ana_state" | target_run 30 || rc=1
+		t0=$SECONDS
+		dp_until 30 wire_ana_is "$c1" inaccessible || { fail "the rxe path is not inaccessible 30 s after the target changed it"; rc=1; }
+		tana=$((SECONDS - t0))
+		dp_sleep 2
+		a=$(wire_path_ios "$c1") b=$(wire_path_ios "$c2"); dp_sleep 3; a2=$(wire_path_ios "$c1") b2=$(wire_path_ios "$c2")
+		[ "$a2" = "$a" ] && [ "$b2" -gt "$b" ] || { fail "rxe inaccessible: I/O must go to siw only (rxe +$((a2 - a)), siw +$((b2 - b)))"; rc=1; }
+		echo "echo optimized >\$NVMET/ports/${FABRIC_PORT_ID[rxe]}/ana_groups/1/ana_state" | target_run 30 || rc=1
+		dp_until 30 wire_ana_is "$c1" optimized || { fail "the rxe path is not optimized again"; rc=1; }
+	fi
+	if [ $rc = 0 ]; then
+		wire link host w_siw down || rc=1
+		t0=$SECONDS
+		wire_state_not "$c2" live 30 || { fail "${c2##*/} still live 30 s into the siw cut"; rc=1; }
+		tfo=$WIRE_T
+		a=$(wire_path_ios "$c1"); dp_sleep 3; a2=$(wire_path_ios "$c1")
+		[ "$a2" -gt "$a" ] || { fail "siw cut: no I/O on the rxe path"; rc=1; }
+		while [ $((SECONDS - t0)) -lt 15 ]; do dp_sleep 0.5; done
+		wire link host w_siw up || rc=1
+		wire_live "$c2" 90 || { fail "${c2##*/} not live 90 s after the siw wire came back"; rc=1; }
+		trec=$WIRE_T
+	fi
+	wire_fio_ok mpath 8 300 || rc=1
+	[ $rc = 0 ] && info "two paths: rxe inaccessible seen after ${tana} s and I/O moved to siw; siw cut: ${c2##*/} recovering after ${tfo} s while rxe carried the I/O, live ${trec} s after the wire returned; 8 MiB written and verified, no I/O error"
+	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	dp_disconnect "$c1" || rc=1
+	dp_disconnect "$c2" || rc=1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
 group_wire() {
 	target_wait 240 || { fail "the target guest does not answer on 10.0.9.2:7777"; return 1; }
 	local f
@@ -324,5 +505,10 @@ group_wire() {
 		run_test "wire: $f: fast_io_fail_tmo fails I/O while reconnecting, live when the wire is back" dp_wrap t_wire_fast_io_fail "$f"
 		run_test "wire: $f: target port removed and re-added, whole target re-created, under I/O: reconnects each time, data verified" dp_wrap t_wire_target_flap "$f"
 		run_test "wire: $f: rdma link delete while reconnecting (no hang, reconnects when back) and under I/O with ext4 mounted" dp_wrap t_wire_link_delete "$f"
+		run_test "wire: $f: a namespace added and removed on the target reaches the host by asynchronous events" dp_wrap t_wire_aen "$f"
+		run_test "wire: $f: host_traddr: the target sees every queue coming from that address" dp_wrap t_wire_host_traddr "$f"
+		run_test "wire: $f: DH-HMAC-CHAP: host and host+controller secrets connect, wrong secrets are refused" dp_wrap t_wire_auth "$f"
 	done
+	[[ ,$DP_FABRICS, == *,rxe,* && ,$DP_FABRICS, == *,siw,* ]] &&
+		run_test "wire: multipath over rxe and siw: ANA inaccessible and a cut path fail over and back, data verified" dp_wrap t_wire_multipath
 }
