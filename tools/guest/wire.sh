@@ -365,11 +365,11 @@ t_wire_aen() {
 
 # t_wire_host_traddr FABRIC: host_traddr binds the queues' connections to a chosen local address:
 # a second address on the host's NIC, and the target's rdma_cm ids (`rdma resource show cm_id`)
-# must show every queue of the controller (admin + I/O: queue_count) coming from it, none from
-# the NIC's first address.
+# must show every queue of the controller (admin + I/O: queue_count) coming from it (no other
+# connection uses that address).
 t_wire_host_traddr() {
-	local f=$1 nqn=$WIRE_NQN-src-$1 nd=${FABRIC_NETDEV[$1]} src main c out n q rc=0
-	main=${FABRIC_ADDR[$f]%.*}.1 src=${FABRIC_ADDR[$f]%.*}.3
+	local f=$1 nqn=$WIRE_NQN-src-$1 nd=${FABRIC_NETDEV[$1]} src c out n q rc=0
+	src=${FABRIC_ADDR[$f]%.*}.3
 	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
 	ip addr add "$src/24" dev "$nd" || { fail "cannot add $src to $nd"; return 1; }
 	dp_connect "$f" "$nqn" --host-traddr="$src" || rc=1
@@ -379,7 +379,6 @@ t_wire_host_traddr() {
 		out=$(echo "rdma resource show cm_id" | target_run 30) || { fail "rdma resource show cm_id failed on the target"; rc=1; }
 		n=$(grep -c "dst-addr $src:" <<<"$out")
 		[ "$n" = "$q" ] || { fail "the target sees $n connections from $src, expected $q (queue_count)"; rc=1; }
-		! grep -q "dst-addr $main:" <<<"$out" || { fail "the target sees connections from $main"; rc=1; }
 		[ $rc = 0 ] || sed 's/^/#   target: /' <<<"$out"
 		[ $rc = 0 ] && info "host_traddr=$src: the target sees all $q queues of ${c##*/} coming from $src"
 		dp_disconnect "$c" || rc=1
