@@ -60,14 +60,31 @@ wire_live() {
 }
 wire_count() { grep -c -- "$1" <<<"$2"; }
 
+# wire_connected FABRIC NQN SIZE_MB [nvme connect options]: the target's subsystem (wire_target),
+# rnvme_rdma loaded, connected with the options: DP_CTRL and DP_NS (namespace 1).
+wire_connected() {
+	local f=$1 nqn=$2 size=$3; shift 3
+	wire_target "$f" "$nqn" "$size" && dp_load rnvme && dp_connect "$f" "$nqn" "$@" && dp_ns "$nqn"
+}
+
+# wire_end RC NQN [CTRL...]: a test's end: the kernel log since the mark if it failed, each CTRL
+# disconnected, the module unloaded, the target's subsystem removed; returns RC, or 1 if any of
+# that failed.
+wire_end() {
+	local rc=$1 nqn=$2 c; shift 2
+	[ "$rc" = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
+	for c in "$@"; do dp_disconnect "$c" || rc=1; done
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return "$rc"
+}
+
 # t_wire_short_cut FABRIC: the wire is cut for 2 s, shorter than the keep-alive timeout (5 s)
 # and than rxe's transport retries (7 x 0.54 s): I/O stops during the cut (no request completes
 # while it lasts: the cut is real) and resumes after it, without error recovery; every byte
 # verifies.
 t_wire_short_cut() {
 	local f=$1 nqn=$WIRE_NQN-short-$1 c ns n1 n2 log rc=0
-	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=60 && dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 32 --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=60 || return 1
 	c=$DP_CTRL ns=$DP_NS
 	dmesg_mark
 	# 4 MiB at 256 KiB/s: a write phase of 16 s.
@@ -86,10 +103,7 @@ t_wire_short_cut() {
 	log=$(dmesg_since_mark)
 	[ "$(wire_count 'starting error recovery' "$log")" = 0 ] || { fail "error recovery ran for a 2 s cut"; rc=1; }
 	[ $rc = 0 ] && info "2 s cut under I/O: stalled and resumed, no error recovery, 4 MiB written and verified"
-	[ $rc = 0 ] || dmesg_since_mark | tail -n 20 | sed 's/^/#   dmesg: /'
-	dp_disconnect "$c" || rc=1
-	dp_unload && wire_target_del "$nqn" || rc=1
-	return $rc
+	wire_end $rc "$nqn" "$c"
 }
 
 # t_wire_long_cut FABRIC: the wire is cut for 15 s, three keep-alive timeouts: the controller
@@ -98,8 +112,7 @@ t_wire_short_cut() {
 # requeued I/O completes and every acknowledged write reads back.
 t_wire_long_cut() {
 	local f=$1 nqn=$WIRE_NQN-long-$1 c ns log rc=0 tdet trec
-	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=120 && dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 32 --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=120 || return 1
 	c=$DP_CTRL ns=$DP_NS
 	dmesg_mark
 	wire_fio long 4 256k
@@ -120,10 +133,7 @@ t_wire_long_cut() {
 		grep -q "${c##*/}: .*$w" <<<"$log" || { fail "no '$w' from ${c##*/}"; rc=1; }
 	done
 	[ $rc = 0 ] && info "15 s cut under I/O: noticed after ${tdet} s, $(wire_count 'Reconnecting in' "$log") reconnects scheduled, live ${trec} s after the wire returned; 4 MiB written and verified"
-	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
-	dp_disconnect "$c" || rc=1
-	dp_unload && wire_target_del "$nqn" || rc=1
-	return $rc
+	wire_end $rc "$nqn" "$c"
 }
 
 # t_wire_ctrl_loss FABRIC: the wire is cut for good: after ctrl_loss_tmo (5 s) the controller is
@@ -134,8 +144,7 @@ t_wire_long_cut() {
 # and 15 s of slack: 210 s.
 t_wire_ctrl_loss() {
 	local f=$1 nqn=$WIRE_NQN-loss-$1 c ns log rc=0 t0 tgone n
-	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=5 && dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 32 --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=5 || return 1
 	c=$DP_CTRL ns=$DP_NS
 	dmesg_mark
 	wire_fio loss 4 256k
@@ -154,9 +163,7 @@ t_wire_ctrl_loss() {
 	n=$(wire_count "${c##*/}: Reconnecting in" "$log")
 	grep -q "Removing ctrl: NQN \"$nqn\"" <<<"$log" || { fail "the core did not remove ${c##*/}"; rc=1; }
 	[ $rc = 0 ] && info "wire cut for good: ${c##*/} deleted after ${tgone} s ($n reconnect attempts scheduled, ctrl_loss_tmo 5 s), fio failed, new I/O fails"
-	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
-	dp_unload && wire_target_del "$nqn" || rc=1
-	return $rc
+	wire_end $rc "$nqn"
 }
 
 # t_wire_fast_io_fail FABRIC: with fast_io_fail_tmo 3 s, I/O fails soon after the wire is cut
@@ -164,9 +171,7 @@ t_wire_ctrl_loss() {
 # is live again and I/O works.
 t_wire_fast_io_fail() {
 	local f=$1 nqn=$WIRE_NQN-fastfail-$1 c ns log rc=0 t0 tfail trec
-	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=120 --fast_io_fail_tmo=3 &&
-		dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 16 --keep-alive-tmo=5 --reconnect-delay=2 --ctrl-loss-tmo=120 --fast_io_fail_tmo=3 || return 1
 	c=$DP_CTRL ns=$DP_NS
 	dmesg_mark
 	wire link host "w_$f" down || rc=1
@@ -185,10 +190,7 @@ t_wire_fast_io_fail() {
 	log=$(dmesg_since_mark)
 	grep -q "${c##*/}: failfast expired" <<<"$log" || { fail "no 'failfast expired' from ${c##*/}"; rc=1; }
 	[ $rc = 0 ] && info "wire cut: a read failed after ${tfail} s (fast_io_fail_tmo 3 s) while ${c##*/} kept reconnecting; live again ${trec} s after the wire returned"
-	[ $rc = 0 ] || dmesg_since_mark | tail -n 30 | sed 's/^/#   dmesg: /'
-	dp_disconnect "$c" || rc=1
-	dp_unload && wire_target_del "$nqn" || rc=1
-	return $rc
+	wire_end $rc "$nqn" "$c"
 }
 
 # flap_round DRIVER FABRIC NQN CTRL KIND: the target's port goes away under I/O (KIND port: the
@@ -233,8 +235,7 @@ flap_round() {
 # a control in the same boot (its result is reported, not judged).
 t_wire_target_flap() {
 	local f=$1 nqn=$WIRE_NQN-flap-$1 c ns log rc=0 r kinds=(port port target) times=() cres
-	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=120 && dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 32 --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=120 || return 1
 	c=$DP_CTRL ns=$DP_NS
 	dmesg_mark
 	# 6 MiB at 128 KiB/s: a write phase of 48 s or more.
@@ -273,8 +274,7 @@ t_wire_target_flap() {
 #     file system unmounts and the module unloads.
 t_wire_link_delete() {
 	local f=$1 nqn=$WIRE_NQN-linkdel-$1 dev=${FABRIC_NETDEV[$1]}_$1 c ns rc=0 pid t0 tdel trec mnt=/mnt/dp-wire
-	wire_target "$f" "$nqn" 32 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=-1 && dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 32 --keep-alive-tmo=5 --reconnect-delay=1 --ctrl-loss-tmo=-1 || return 1
 	c=$DP_CTRL ns=$DP_NS
 	dmesg_mark
 	wire_port_down "$f" || { fail "cannot remove the target's port"; return 1; }
@@ -331,8 +331,7 @@ wire_ns() {
 # appears and goes; namespace 1 keeps working and the controller stays live throughout.
 t_wire_aen() {
 	local f=$1 nqn=$WIRE_NQN-aen-$1 c rc=0 t0 tadd tdel nb=rn_aen2_$1 log
-	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
-	dp_connect "$f" "$nqn" && dp_ns "$nqn" || return 1
+	wire_connected "$f" "$nqn" 16 || return 1
 	c=$DP_CTRL
 	wire_ns "$nqn" 2 && { fail "namespace 2 exists before it was added"; return 1; }
 	dmesg_mark
