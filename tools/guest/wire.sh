@@ -500,54 +500,6 @@ t_wire_multipath() {
 	return $rc
 }
 
-# wire_tos_capture SRC SECONDS: on the target, the IPv4 TOS bytes of up to 300 RoCEv2 packets
-# (UDP port 4791) from SRC on eth0 within SECONDS: prints "COUNT TOS:N ...".
-wire_tos_capture() {
-	target_run $(($2 + 20)) <<-EOF
-		python3 - <<'PY'
-		import socket, struct, time
-		s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
-		s.bind(("eth0", 0)); s.settimeout(0.5)
-		end, tos, n = time.time() + $2, {}, 0
-		print("capturing", flush=True)
-		while time.time() < end and n < 300:
-		    try: f = s.recv(4096)
-		    except socket.timeout: continue
-		    ip = f[14:]; ihl = (ip[0] & 15) * 4
-		    if ip[9] != 17 or socket.inet_ntoa(ip[12:16]) != "$1": continue
-		    if struct.unpack("!H", ip[ihl + 2:ihl + 4])[0] != 4791: continue
-		    tos[ip[1]] = tos.get(ip[1], 0) + 1; n += 1
-		print(n, " ".join("%d:%d" % kv for kv in sorted(tos.items())))
-		PY
-	EOF
-}
-
-# t_wire_tos: `tos` reaches the wire (rxe: RoCEv2 packets carry the connection's traffic class in
-# their IPv4 TOS byte; siw and iw_cm do not apply it, for either driver): with --tos=96 every
-# RoCEv2 packet the host sends (I/O and keep-alive) carries TOS 96, without it TOS 0. Captured
-# on the target's NIC while the host reads.
-t_wire_tos() {
-	local f=rxe nqn=$WIRE_NQN-tos c out want tosopt rc=0 pid
-	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
-	for want in 96 0; do
-		tosopt=(); [ "$want" = 0 ] || tosopt=(--tos="$want")
-		dp_connect "$f" "$nqn" "${tosopt[@]}" && dp_ns "$nqn" || { rc=1; break; }
-		c=$DP_CTRL
-		wire_tos_capture "${FABRIC_ADDR[$f]%.*}.1" 20 >/tmp/wire-tos.out 2>&1 & pid=$!
-		dp_until 20 grep -q capturing /tmp/wire-tos.out || { fail "the capture did not start on the target"; rc=1; }
-		timeout 60 dd if="$DP_NS" of=/dev/null bs=4k count=400 iflag=direct status=none || { fail "reads failed"; rc=1; }
-		wait $pid || { fail "the capture failed on the target: $(cat /tmp/wire-tos.out)"; rc=1; }
-		out=$(tail -n 1 /tmp/wire-tos.out)
-		[[ $out =~ ^[0-9]+\ $want:[0-9]+$ ]] && [ "${out%% *}" -ge 100 ] ||
-			{ fail "tos ${want}: the host's RoCEv2 packets carried '$out' (count, TOS:packets), expected at least 100, all TOS $want"; rc=1; }
-		[ $rc = 0 ] && info "${tosopt[*]:-no tos}: ${out%% *} packets from the host captured on the target, all with TOS $want"
-		dp_disconnect "$c" || rc=1
-		[ $rc = 0 ] || break
-	done
-	dp_unload && wire_target_del "$nqn" || rc=1
-	return $rc
-}
-
 # WIRE_MODE (suite.sh wire=split|all): all runs every scenario on every fabric of DP_FABRICS;
 # split (make check's default, to fit its time budget) runs each on one fabric, alternating rxe
 # and siw, and the device-removal test (issue 10 item 1) on both.
@@ -571,8 +523,6 @@ group_wire() {
 		wire_on "$f" siw && run_test "wire: $f: DH-HMAC-CHAP: host and host+controller secrets connect${WIRE_AUTH:+, wrong secrets are refused}" dp_wrap t_wire_auth "$f"
 	done
 	local fl=" ${DP_FABRICS//,/ } "   # commas or spaces
-	[[ $fl == *" rxe "* ]] &&
-		run_test "wire: rxe: tos reaches the wire (the TOS byte of every RoCEv2 packet the host sends)" dp_wrap t_wire_tos
 	[[ $fl == *" rxe "* && $fl == *" siw "* ]] &&
 		run_test "wire: multipath over rxe and siw: ANA inaccessible and a cut path fail over and back, data verified" dp_wrap t_wire_multipath
 	return 0
