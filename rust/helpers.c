@@ -241,6 +241,24 @@ u16 rnvme_nvme_cid(struct request *rq)
 	return nvme_cid(rq);
 }
 
+static bool rnvme_abort_one(struct request *rq, void *data)
+{
+	int hctx_idx = *(int *)data;
+
+	if (hctx_idx < 0 || rq->mq_hctx->queue_num == hctx_idx)
+		blk_abort_request(rq);
+	return true;
+}
+
+/*
+ * Hands every started request of @set (only those of hardware queue @hctx_idx if it is not
+ * negative) to the timeout handler now (blk_abort_request), as if its timeout had expired.
+ */
+void rnvme_tagset_abort(struct blk_mq_tag_set *set, int hctx_idx)
+{
+	blk_mq_tagset_busy_iter(set, rnvme_abort_one, &hctx_idx);
+}
+
 void rnvme_nvmf_complete_timed_out_request(struct request *rq)
 {
 	nvmf_complete_timed_out_request(rq);

@@ -90,6 +90,7 @@ unsigned int rnvme_blk_rq_payload_bytes(struct request *rq);
 bool rnvme_rq_is_passthrough(struct request *rq);
 bool rnvme_rq_is_write(struct request *rq);
 struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id);
+void rnvme_tagset_abort(struct blk_mq_tag_set *set, int hctx_idx);
 bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live);
 blk_status_t rnvme_nvme_setup_cmd(struct request *rq);
 u16 rnvme_nvme_cid(struct request *rq);

@@ -57,6 +57,11 @@ pub(crate) struct Controller<T: CtrlOps> {
     pub(super) admin_set: AtomicBool,
     /// The I/O tag set is allocated.
     pub(super) io_set: AtomicBool,
+    /// Held while a tag set is allocated or removed, and while [`Controller::abort_requests`]
+    /// walks one: that walk may come from any context (an rdma_cm event), not only the setup
+    /// path that allocates and removes the sets.
+    #[pin]
+    pub(super) sets: kernel::sync::Mutex<()>,
     #[pin]
     err_work: Opaque<raw::work_struct>,
     #[pin]
@@ -253,6 +258,7 @@ impl<T: CtrlOps> Controller<T> {
                 tag_set: Opaque::zeroed(),
                 admin_set: AtomicBool::new(false),
                 io_set: AtomicBool::new(false),
+                sets <- kernel::new_mutex!(()),
                 // SAFETY: a zeroed work item is initialised by `rnvme_init_*work` below.
                 err_work <- Opaque::ffi_init(|p: *mut raw::work_struct| unsafe {
                     raw::rnvme_init_work(p, Some(err_work_cb::<T>))

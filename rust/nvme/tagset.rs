@@ -18,6 +18,7 @@ impl<T: CtrlOps> Controller<T> {
     /// Allocates the admin tag set (and the admin and fabrics request queues) with `M`'s ops
     /// (`EBUSY` if it exists). Undone by [`Controller::remove_admin_tag_set`].
     pub(crate) fn alloc_admin_tag_set<M: MqOps<CtrlData = T>>(&self) -> Result {
+        let _sets = self.sets.lock();
         if self.admin_set.load(Relaxed) {
             return Err(EBUSY);
         }
@@ -43,6 +44,7 @@ impl<T: CtrlOps> Controller<T> {
 
     /// Frees the admin tag set and queues, if they exist.
     pub(crate) fn remove_admin_tag_set(&self) {
+        let _sets = self.sets.lock();
         if self.admin_set.swap(false, Relaxed) {
             // SAFETY: the controller is initialised and its admin tag set allocated (the flag).
             unsafe { raw::nvme_remove_admin_tag_set(self.nctrl.get()) };
@@ -52,6 +54,7 @@ impl<T: CtrlOps> Controller<T> {
     /// Allocates the I/O tag set with `nr_maps` queue maps (2, or 3 with poll queues; `EBUSY`
     /// if it exists). Undone by [`Controller::remove_io_tag_set`].
     pub(crate) fn alloc_io_tag_set<M: MqOps<CtrlData = T>>(&self, nr_maps: u32) -> Result {
+        let _sets = self.sets.lock();
         if self.io_set.load(Relaxed) {
             return Err(EBUSY);
         }
@@ -99,10 +102,35 @@ impl<T: CtrlOps> Controller<T> {
 
     /// Frees the I/O tag set, if it exists.
     pub(crate) fn remove_io_tag_set(&self) {
+        let _sets = self.sets.lock();
         if self.io_set.swap(false, Relaxed) {
             // SAFETY: the controller is initialised and its I/O tag set allocated (the flag).
             unsafe { raw::nvme_remove_io_tag_set(self.nctrl.get()) };
         }
+    }
+
+    /// Hands the started requests of queue `qid` (0: the admin queue) to the transport's timeout
+    /// handler now (`blk_abort_request`), as if their timeout had expired. For a queue whose
+    /// connection is gone when no error recovery will end its commands: they end now, the way
+    /// their timeout would end them, instead of a command timeout later. Nothing happens if the
+    /// tag set does not exist (any more).
+    pub(crate) fn abort_requests(&self, qid: u16) {
+        let _sets = self.sets.lock();
+        let (set, hctx_idx) = if qid == 0 {
+            if !self.admin_set.load(Relaxed) {
+                return;
+            }
+            // The admin tag set has one hardware queue: all of it.
+            (self.admin_tag_set.get(), -1)
+        } else {
+            if !self.io_set.load(Relaxed) {
+                return;
+            }
+            (self.tag_set.get(), i32::from(qid) - 1)
+        };
+        // SAFETY: the set is allocated (its flag) and cannot be removed while `sets` is held;
+        // the walk only reads the set and schedules the request queues' timeout work.
+        unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 
     /// Looks up the in-flight request of `command_id` on queue `qid` (0: admin); `None` if the

@@ -38,6 +38,11 @@ const FCTYPE_AUTH_RECEIVE: u8 = 0x06;
 /// A submission queue entry.
 pub(crate) type Sqe = [u8; SQE_LEN];
 
+/// Whether the command is a Fabrics command (Connect, Property Get/Set, Authentication).
+pub(crate) fn is_fabrics(cmd: &Sqe) -> bool {
+    cmd[0] == FABRICS_OPCODE
+}
+
 /// Whether the command is a Fabrics Authentication Send or Receive: a message of one
 /// DH-HMAC-CHAP transaction, which belongs to the association it started on.
 pub(crate) fn is_auth(cmd: &Sqe) -> bool {
@@ -114,6 +119,16 @@ mod tests {
         for t in [0x00, 0x01, 0x04] {
             assert!(!is_auth(&fabrics(t)));
         }
+    }
+
+    #[test]
+    fn fabrics_commands_are_fabrics() {
+        for t in [0x00, 0x01, 0x04, 0x05, 0x06] {
+            assert!(is_fabrics(&fabrics(t)));
+        }
+        let mut read = [0u8; SQE_LEN];
+        read[0] = 0x02;
+        assert!(!is_fabrics(&read));
     }
 
     /// An I/O or admin command whose fifth byte happens to be 5 is not a Fabrics command.

@@ -110,8 +110,13 @@ impl Drop for Pd {
 /// How a completion queue is polled.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PollCtx {
-    /// Shared CQ from the device's pool, polled in softirq context.
-    PoolSoftirq,
+    /// A private CQ polled in softirq context. Not one of the device's shared pool
+    /// (`ib_cq_pool_get`, the C driver's choice): `ib_unregister_device` frees the pool's CQs
+    /// (`ib_cq_pool_cleanup`) as soon as its clients' `remove` callbacks return, which rdma_cm's
+    /// does once the ids on the device are destroyed, while a QP destroyed after its id (the
+    /// rdma_cm order) may still be using its pool CQ. A private CQ is freed by its owner, who
+    /// holds a device reference (its PD's) until then, so unregistration waits for it.
+    Softirq,
     /// A private CQ polled only by [`PollCell::poll`] (blk-mq poll queues).
     Direct,
 }
@@ -120,11 +125,9 @@ pub(crate) enum PollCtx {
 ///
 /// # Invariants
 ///
-/// `ptr` is a CQ obtained as `ctx` says (from the pool with `nr_cqe` entries, or allocated), owned
-/// by this object.
+/// `ptr` is a CQ allocated (`ib_alloc_cq`) with the polling context `ctx`, owned by this object.
 pub(crate) struct Cq {
     ptr: NonNull<raw::ib_cq>,
-    nr_cqe: u32,
     ctx: PollCtx,
 }
 
@@ -137,32 +140,24 @@ unsafe impl Sync for Cq {}
 impl Cq {
     /// Gets a CQ with room for `nr_cqe` completions on `comp_vector`.
     pub(crate) fn new(dev: &Device, nr_cqe: u32, comp_vector: u32, ctx: PollCtx) -> Result<Self> {
-        let p = match ctx {
-            // SAFETY: `dev` is a valid registered device for the call.
-            PollCtx::PoolSoftirq => unsafe {
-                raw::ib_cq_pool_get(
-                    dev.as_raw(),
-                    nr_cqe,
-                    comp_vector as i32,
-                    raw::ib_poll_context_IB_POLL_SOFTIRQ,
-                )
-            },
-            // SAFETY: as above; no private data is attached.
-            PollCtx::Direct => unsafe {
-                raw::rnvme_ib_alloc_cq(
-                    dev.as_raw(),
-                    core::ptr::null_mut(),
-                    nr_cqe as i32,
-                    comp_vector as i32,
-                    raw::ib_poll_context_IB_POLL_DIRECT as i32,
-                )
-            },
+        let poll = match ctx {
+            PollCtx::Softirq => raw::ib_poll_context_IB_POLL_SOFTIRQ,
+            PollCtx::Direct => raw::ib_poll_context_IB_POLL_DIRECT,
+        };
+        // SAFETY: `dev` is a valid registered device for the call; no private data is attached.
+        let p = unsafe {
+            raw::rnvme_ib_alloc_cq(
+                dev.as_raw(),
+                core::ptr::null_mut(),
+                nr_cqe as i32,
+                comp_vector as i32,
+                poll as i32,
+            )
         };
         let p = from_err_ptr(p)?;
-        // INVARIANT: `p` was obtained as `ctx` says.
+        // INVARIANT: `p` was allocated with the polling context `ctx`.
         Ok(Self {
             ptr: NonNull::new(p).ok_or(ENOMEM)?,
-            nr_cqe,
             ctx,
         })
     }
@@ -242,12 +237,8 @@ impl PollCell {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        match self.ctx {
-            // SAFETY: we own the pool CQ share of `nr_cqe` entries (type invariant).
-            PollCtx::PoolSoftirq => unsafe { raw::ib_cq_pool_put(self.as_raw(), self.nr_cqe) },
-            // SAFETY: we own the CQ (type invariant).
-            PollCtx::Direct => unsafe { raw::ib_free_cq(self.as_raw()) },
-        }
+        // SAFETY: we own the CQ (type invariant); its QP was destroyed before (the owner's order).
+        unsafe { raw::ib_free_cq(self.as_raw()) };
     }
 }
 

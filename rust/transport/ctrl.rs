@@ -24,7 +24,10 @@ use crate::{
         Device, SockAddr,
     },
 };
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use core::sync::atomic::{
+    AtomicBool, AtomicU32,
+    Ordering::{AcqRel, Relaxed, Release},
+};
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
@@ -118,6 +121,35 @@ impl ConnCm {
         matches!(self.state.lock().outcome, Some(Ok(())))
     }
 
+    /// The established connection is gone (the target disconnected, or this host did: then the
+    /// queue was marked lost first and this does nothing). From now on the queue refuses commands
+    /// (`queue_rq`). While the controller is `Connecting`, error recovery cannot run (it needs
+    /// `Resetting`), so nothing would end the commands the setup waits for on this queue (a
+    /// Fabrics Connect, a DH-HMAC-CHAP message, an identify) before their timeout, and the
+    /// core retries some of them: a target that ends the association during authentication (a
+    /// wrong secret) kept `nvme connect` blocked for minutes. They go to the timeout handler now,
+    /// which stops the queue and ends them as aborted, as it would at their timeout. (The C
+    /// driver waits for the timeout, and again for each retry.)
+    fn lost(&self) {
+        let Some(q) = self.ctrl.queue(self.qid) else {
+            return;
+        };
+        // Not under `Queue::conn`: its holders take this id's handler mutex (`CmId::qp`), which
+        // rdma_cm holds around this callback. A teardown racing with this is harmless: the walk
+        // excludes the removal of the tag set, and a request ends once whoever ends it first.
+        if q.lost.swap(true, AcqRel) {
+            return;
+        }
+        if self.ctrl.nvme().state() == State::Connecting {
+            dev_info!(
+                self.ctrl,
+                "queue {}: connection lost while connecting: ending its commands now\n",
+                self.qid
+            );
+            self.ctrl.abort_requests(self.qid);
+        }
+    }
+
     /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
     /// route.
     fn addr_resolved(&self, id: &CmIdLocked<Self>) -> Result {
@@ -134,7 +166,7 @@ impl ConnCm {
         let ctx = if self.poll {
             PollCtx::Direct
         } else {
-            PollCtx::PoolSoftirq
+            PollCtx::Softirq
         };
         let cq = Cq::new(ibdev, cq_size, comp_vector, ctx)?;
         let attr = QpAttr {
@@ -269,6 +301,7 @@ impl CmHandler for ConnCm {
                     if this.ctrl.nvme().state() == State::Live {
                         dev_info!(this.ctrl, "disconnect received - connection closed\n");
                     }
+                    this.lost();
                     error_recovery(&this.ctrl);
                     None
                 } else {
@@ -320,6 +353,9 @@ pub(crate) struct Queue {
     pub(super) qid: u16,
     /// `NVME_RDMA_Q_LIVE`: the Fabrics Connect succeeded.
     pub(super) live: AtomicBool,
+    /// The current connection is gone or going: the target disconnected it, or this host stopped
+    /// it. Cleared when a new connection is started ([`Queue::alloc`]).
+    pub(super) lost: AtomicBool,
     /// The QP for the data path (see `QpCell` for the lifetime protocol).
     pub(super) qp: QpCell,
     /// The CQ blk-mq polls, on poll queues.
@@ -340,6 +376,7 @@ impl Queue {
         try_pin_init!(Self {
             qid,
             live: AtomicBool::new(false),
+            lost: AtomicBool::new(false),
             qp: QpCell::new(),
             poll_cq <- PollCell::new(),
             num_inline_segments: AtomicU32::new(0),
@@ -369,6 +406,8 @@ impl Queue {
             }),
             GFP_KERNEL,
         )?;
+        // Before the id exists: a disconnect from here on is this connection's.
+        self.lost.store(false, Release);
         let cm = CmId::new(h.clone()).inspect_err(|e| {
             dev_info!(ctrl, "failed to create CM ID: {}\n", e.to_errno());
         })?;
@@ -439,8 +478,27 @@ impl Queue {
     /// Disconnects and drains the queue if it is live (`nvme_rdma_stop_queue`).
     pub(super) fn stop(&self) {
         let conn = self.conn.lock();
+        self.lost.store(true, Release);
         if let Some(cm) = conn.as_ref() {
             if self.live.swap(false, Relaxed) {
+                let _ = cm.disconnect();
+                if let Some(qp) = cm.qp() {
+                    qp.drain();
+                }
+            }
+        }
+    }
+
+    /// Disconnects and drains the queue whether or not it is live (its Fabrics Connect may still
+    /// be under way), so that no completion of its connection runs afterwards: before a timed-out
+    /// command is ended while the controller is not live (the C driver stops only a live queue
+    /// there, and a late completion could meet the ended request's next use).
+    pub(super) fn kill(&self) {
+        let conn = self.conn.lock();
+        self.lost.store(true, Release);
+        self.live.store(false, Relaxed);
+        if let Some(cm) = conn.as_ref() {
+            if cm.handler().state.lock().recvs_posted {
                 let _ = cm.disconnect();
                 if let Some(qp) = cm.qp() {
                     qp.drain();

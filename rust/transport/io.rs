@@ -232,6 +232,20 @@ pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
     rq.fail_nonready()
 }
 
+/// A request for a queue whose connection is gone ([`Queue::lost`]), before error recovery or a
+/// teardown has quiesced the queue. A Fabrics command (a Connect or DH-HMAC-CHAP message while
+/// `Connecting`, a Property Get/Set) was meant for this connection and can never reach the target
+/// on it: it ends with a host path error, which the core retries at most `nvme_max_retries` times
+/// (each ends here at once), then the setup step fails and the reconnect logic decides. Anything
+/// else waits for the next connection like any request the queue cannot take now. (The C driver
+/// posts to the disconnected QP: the command waits for its timeout, and again for each retry.)
+pub(super) fn fail_lost(rq: &Request<RdmaMq>) -> BlkStatus {
+    if rq.is_passthrough() && rq.with_cmd(|c| capsule::is_fabrics(c)) {
+        return rq.host_path_error();
+    }
+    fail_nonready(rq)
+}
+
 impl MqOps for RdmaMq {
     type CtrlData = RdmaCtrl;
     type Data = ReqData;
@@ -258,6 +272,9 @@ impl MqOps for RdmaMq {
         let live = q.live.load(Acquire);
         if !rq.check_ready(live) {
             return fail_nonready(rq);
+        }
+        if q.lost.load(Acquire) {
+            return fail_lost(rq);
         }
         let Some(qp) = q.qp.get() else {
             return fail_nonready(rq);
@@ -314,17 +331,33 @@ impl MqOps for RdmaMq {
     fn timeout(rq: &Request<Self>) -> TimeoutAction {
         let ctrl = rq.ctrl();
         let qid = rq.data().qid;
-        dev_warn!(
-            ctrl,
-            "I/O tag {} ({:04x}) opcode {:#x} QID {} timeout\n",
-            rq.tag(),
-            rq.cid(),
-            rq.opcode(),
-            qid
-        );
+        if ctrl.queue(qid).is_some_and(|q| q.lost.load(Acquire))
+            && ctrl.nvme().state() != State::Live
+        {
+            // Handed here by `ConnCm::lost` (or a real timeout on a queue already stopped).
+            dev_info!(
+                ctrl,
+                "I/O tag {} ({:04x}) opcode {:#x} QID {}: ended, its connection is gone\n",
+                rq.tag(),
+                rq.cid(),
+                rq.opcode(),
+                qid
+            );
+        } else {
+            dev_warn!(
+                ctrl,
+                "I/O tag {} ({:04x}) opcode {:#x} QID {} timeout\n",
+                rq.tag(),
+                rq.cid(),
+                rq.opcode(),
+                qid
+            );
+        }
         if ctrl.nvme().state() != State::Live {
+            // Unlike C (which stops only a live queue), drained even while the Fabrics Connect is
+            // under way: no completion of this command can come after it ended.
             if let Some(q) = ctrl.queue(qid) {
-                q.stop();
+                q.kill();
             }
             rq.complete_timed_out();
             return TimeoutAction::Done;

@@ -55,12 +55,7 @@ pub(super) fn start_queue(ctrl: &Ctrl, qid: u16) -> SetupResult {
         }
         Err(e) => {
             // Like `__nvme_rdma_stop_queue`: disconnect and drain, keep the connection for free.
-            if let Some(cm) = q.conn.lock().as_ref() {
-                let _ = cm.disconnect();
-                if let Some(qp) = cm.qp() {
-                    qp.drain();
-                }
-            }
+            q.kill();
             dev_info!(
                 ctrl,
                 "failed to connect queue: {} ret={}\n",

@@ -137,20 +137,34 @@ lc_readback() {
 	done
 }
 
-# rmmod with live controllers: they are deleted first, nothing is left behind.
+# rmmod with live controllers while fio runs on their namespace (one subsystem over rxe and siw:
+# two paths of one multipath namespace): the controllers are deleted first, fio's I/O fails (it
+# never hangs: it ends within 60 s of the unload), the unload completes, nothing is left behind.
 t_lc_rmmod_live() {
-	local f c1 c2
+	local f c1 c2 ns fpid t0 rc=0
 	lc_setup rxe && lc_setup siw || return 1
 	c1=$(host_connect rxe "$LC_NQN") || return 1
 	c2=$(host_connect siw "$LC_NQN") || return 1
+	wait_for 30 ns_of "$LC_NQN" || { fail "no namespace"; return 1; }
+	ns=$(ns_of "$LC_NQN")
 	dmesg_mark
-	timeout 120 rmmod rnvme_rdma || { fail "rmmod with live controllers failed"; return 1; }
-	[ ! -d /sys/module/rnvme_rdma ] || { fail "module still loaded"; return 1; }
+	timeout 600 fio --name=rmmod --filename="$ns" --ioengine=libaio --direct=1 --rw=randrw --bs=4k-128k \
+		--iodepth=16 --time_based --runtime=500 >/tmp/lc-rmmod-fio.log 2>&1 &
+	fpid=$!
+	lc_io_moves "$ns" $fpid "before rmmod" || { kill $fpid; return 1; }
+	t0=$SECONDS
+	timeout 120 rmmod rnvme_rdma || { fail "rmmod with live controllers and fio running failed"; kill $fpid; return 1; }
+	[ ! -d /sys/module/rnvme_rdma ] || { fail "module still loaded"; kill $fpid; return 1; }
 	for c in "$c1" "$c2"; do
-		[ ! -e "$c" ] || { fail "$(basename "$c") still exists after rmmod"; return 1; }
+		[ ! -e "$c" ] || { fail "$(basename "$c") still exists after rmmod"; rc=1; }
 	done
-	dmesg_since_mark | grep -q 'Removing ctrl' || { fail "controllers were not removed through the core"; return 1; }
-	info "two live controllers (rxe, siw) deleted by rmmod"
+	wait_for 60 eval "! kill -0 $fpid 2>/dev/null" || { fail "fio still running 60 s after rmmod"; kill -9 $fpid; rc=1; }
+	if wait $fpid; then
+		fail "fio succeeded though its controllers were deleted under it"; rc=1
+	fi
+	dmesg_since_mark | grep -q 'Removing ctrl' || { fail "controllers were not removed through the core"; rc=1; }
+	[ $rc = 0 ] && info "two live controllers (rxe, siw) deleted by rmmod in $((SECONDS - t0)) s with fio running on their namespace; fio ended with an error: $(grep -m1 -o 'err=[^,]*' /tmp/lc-rmmod-fio.log)"
+	return $rc
 }
 
 group_lifecycle() {
@@ -158,7 +172,7 @@ group_lifecycle() {
 	run_test "lifecycle: siw: nvme reset under fio verify" t_lc_reset_under_io siw
 	run_test "lifecycle: rxe: queue count shrinks and grows across reconnects" t_lc_queue_count rxe
 	run_test "lifecycle: siw: queue count shrinks and grows across reconnects" t_lc_queue_count siw
-	run_test "lifecycle: rmmod with live controllers on rxe and siw" t_lc_rmmod_live
+	run_test "lifecycle: rmmod with live controllers on rxe and siw while fio runs on them" t_lc_rmmod_live
 }
 
 # The part of the datapath group (tools/guest/datapath.sh) that `make check` runs on every

@@ -11,7 +11,6 @@
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
 #   load/unload cycles (100). only=TEXT|... (development): run only the tests whose name has one of the TEXTs.
 #   wire=: the wire group's scenarios on every fabric (all, the default) or each on one (split);
-#   auth=wrong: its DH-HMAC-CHAP test also tries wrong secrets (opt-in: they hang, see wire.sh).
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
@@ -222,8 +221,7 @@ for g in "$@"; do
 	fabrics=*) DP_FABRICS=${g#fabrics=};;
 	only=*) RNVME_ONLY=${g#only=};;
 	wire=*) WIRE_MODE=${g#wire=};;
-	auth=*) WIRE_AUTH=${g#auth=};;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, wire=split|all, auth=wrong)" >&2; exit 2;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, wire=split|all)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done

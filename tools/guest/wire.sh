@@ -136,6 +136,43 @@ t_wire_long_cut() {
 	wire_end $rc "$nqn" "$c"
 }
 
+# t_wire_reset_timeout FABRIC: a command times out while the controller resets: under verified
+# I/O the wire is cut and `nvme reset` runs at once; the reset's shutdown Property Set gets no
+# answer and times out (the controller's admin_timeout set to 5 s). The timed-out command
+# must end (as aborted, as the C driver ends it) so the reset goes on to its reconnect attempts
+# instead of waiting; `nvme reset` returns, the wire comes back, the controller is live again and
+# every byte verifies.
+t_wire_reset_timeout() {
+	local f=$1 nqn=$WIRE_NQN-rsto-$1 c ns log rc=0 pid t0 trst trec
+	wire_connected "$f" "$nqn" 32 --keep-alive-tmo=30 --reconnect-delay=2 --ctrl-loss-tmo=120 || return 1
+	c=$DP_CTRL ns=$DP_NS
+	# The controller's admin_timeout (ms): its admin and fabrics queues' request timeout.
+	echo 5000 >"$c/admin_timeout" && dp_is "$c/admin_timeout" 5000 ||
+		{ fail "cannot set ${c##*/}'s admin_timeout to 5 s"; wire_end 1 "$nqn" "$c"; return 1; }
+	dmesg_mark
+	wire_fio rsto 4 256k
+	lc_io_moves "$ns" "$WIRE_FIO" "before the cut" || rc=1
+	if [ $rc = 0 ]; then
+		wire link host "w_$f" down || rc=1
+		t0=$SECONDS
+		timeout 150 nvme reset "/dev/${c##*/}" >/dev/null 2>&1 & pid=$!
+		dp_until 30 eval "dmesg_since_mark | grep -q '${c##*/}: .*QID 0 timeout'" ||
+			{ fail "no admin command timed out within 30 s of the reset on a cut wire"; rc=1; }
+		dp_until 60 eval "! kill -0 $pid 2>/dev/null" || { fail "nvme reset still blocked $((SECONDS - t0)) s after it started"; rc=1; }
+		trst=$((SECONDS - t0))
+		wait $pid
+		while [ $((SECONDS - t0)) -lt 12 ]; do dp_sleep 0.5; done
+		wire link host "w_$f" up || rc=1
+		wire_live "$c" 90 || { fail "${c##*/} not live 90 s after the wire came back ($(cat "$c/state"))"; rc=1; }
+		trec=$WIRE_T
+	fi
+	wire_fio_ok rsto 4 300 || rc=1
+	log=$(dmesg_since_mark)
+	grep -q "${c##*/}: .*Successfully reconnected" <<<"$log" || { fail "no 'Successfully reconnected' from ${c##*/}"; rc=1; }
+	[ $rc = 0 ] && info "reset on a cut wire: the shutdown command timed out after 5 s and ended, nvme reset returned after ${trst} s; live ${trec} s after the wire returned; 4 MiB written and verified"
+	wire_end $rc "$nqn" "$c"
+}
+
 # t_wire_ctrl_loss FABRIC: the wire is cut for good: after ctrl_loss_tmo (5 s) the controller is
 # deleted, the I/O that was waiting fails (fio ends with errors, never hangs), new I/O fails, and
 # the module unloads. The core counts ctrl_loss_tmo in attempts (5 s / reconnect_delay 1 s = 5),
@@ -369,7 +406,7 @@ t_wire_aen() {
 t_wire_host_traddr() {
 	local f=$1 nqn=$WIRE_NQN-src-$1 nd=${FABRIC_NETDEV[$1]} src c out n q rc=0
 	src=${FABRIC_ADDR[$f]%.*}.3
-	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	wire_target "$f" "$nqn" 16 && dp_load || return 1
 	ip addr add "$src/24" dev "$nd" || { fail "cannot add $src to $nd"; return 1; }
 	dp_connect "$f" "$nqn" --host-traddr="$src" || rc=1
 	c=$DP_CTRL
@@ -388,26 +425,23 @@ t_wire_host_traddr() {
 }
 
 # t_wire_auth FABRIC: DH-HMAC-CHAP against a target that admits only this host with its key:
-# the right host secret connects (authenticated); with a controller key on the target too, the
-# right pair connects (the controller authenticated). With auth=wrong also: a wrong host secret
-# is refused with an authentication error and leaves no controller, and a wrong controller secret
-# is refused by the host (opt-in: see below).
+# the right host secret connects (authenticated); a wrong host secret is refused with an
+# authentication error and leaves no controller; with a controller key on the target too, the
+# right pair connects (the controller authenticated) and a wrong controller secret is refused by
+# the host. A refusal must not wait for a command timeout: the target ends the association after
+# its failure message, and the authentication messages still under way on the dead admin queue
+# used to wait for their timeout (60 s), then again for each of the core's retries (minutes, a
+# hung-task report); the queue's lost connection now ends them (ctrl.rs `ConnCm::lost`).
 t_wire_auth() {
-	local f=$1 nqn=$WIRE_NQN-auth-$1 hk ck bad c out log rc=0 r
-	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	local f=$1 nqn=$WIRE_NQN-auth-$1 hk ck bad c out log rc=0 r t0
+	wire_target "$f" "$nqn" 16 && dp_load || return 1
 	hk=$(auth_key) && ck=$(auth_key) && bad=$(auth_key) || { fail "cannot make DH-HMAC-CHAP keys"; return 1; }
 	target_run 30 <<-EOF || { fail "cannot set up the host's key on the target"; return 1; }
 		h=\$NVMET/hosts/$HOSTNQN
 		{ [ -d \$h ] || mkdir \$h; } && echo "$hk" >\$h/dhchap_key && echo "hmac(sha256)" >\$h/dhchap_hash &&
 			echo 0 >\$NVMET/subsystems/$nqn/attr_allow_any_host && ln -s \$h \$NVMET/subsystems/$nqn/allowed_hosts/
 	EOF
-	local rounds=(host both)
-	# The wrong-secret rounds are opt-in (suite.sh auth=wrong) until the hang they found is fixed:
-	# with a wrong host secret the target ends the association (failure1, fatal error) and the
-	# connecting `nvme connect` blocks for minutes (hung task after 120 s) while the host's
-	# authentication messages on the dead admin queue time out (60 s each) and are retried.
-	[ "${WIRE_AUTH:-}" != wrong ] || rounds=(host host-wrong both ctrl-wrong)
-	for r in "${rounds[@]}"; do
+	for r in host host-wrong both ctrl-wrong; do
 		[ "$r" = both ] && { echo "echo '$ck' >\$NVMET/hosts/$HOSTNQN/dhchap_ctrl_key" | target_run 30 || { fail "cannot set the controller key"; rc=1; break; }; }
 		dmesg_mark
 		case $r in
@@ -415,17 +449,23 @@ t_wire_auth() {
 		both) dp_connect "$f" "$nqn" --dhchap-secret="$hk" --dhchap-ctrl-secret="$ck" || { rc=1; break; } ;;
 		*)
 			[ $r = host-wrong ] && set -- --dhchap-secret="$bad" || set -- --dhchap-secret="$hk" --dhchap-ctrl-secret="$bad"
-			if out=$(timeout 90 nvme connect -t rdma -a "${FABRIC_ADDR[$f]}" -s $TRSVCID -n "$nqn" "$@" 2>&1); then
+			t0=$SECONDS
+			if out=$(timeout 150 nvme connect -t rdma -a "${FABRIC_ADDR[$f]}" -s $TRSVCID -n "$nqn" "$@" 2>&1); then
 				fail "$r: nvme connect succeeded with a wrong secret: $out"; rc=1; break
 			fi
+			t0=$((SECONDS - t0))
 			dp_no_ctrl || { rc=1; break; }
 			log=$(dmesg_since_mark)
+			if grep -q 'QID 0 timeout' <<<"$log"; then
+				fail "$r: the refusal waited for a command timeout (nvme connect returned after $t0 s)"
+				grep -E 'timeout|auth|lost' <<<"$log" | tail -n 8 | sed 's/^/#   dmesg: /'; rc=1; break
+			fi
 			if [ $r = host-wrong ]; then
 				grep -Eq 'qid 0: (authentication failed|.*success1)|failed to receive success1|DH-HMAC-CHAP.*fail|authentication.*fail' <<<"$log"
 			else
 				grep -q 'qid 0: controller authentication failed' <<<"$log"
 			fi || { fail "$r: refused without an authentication error in the log"; sed 's/^/#   dmesg: /' <<<"$log" | tail -n 8; rc=1; break; }
-			info "$r: refused ($(grep -m1 -o 'qid 0: .*' <<<"$log" | head -c 80)), no controller left: nvme connect said: $(tail -n 1 <<<"$out" | head -c 100)"
+			info "$r: refused after $t0 s, no command timed out ($(grep -m1 -o 'qid 0: .*' <<<"$log" | head -c 80)), no controller left: nvme connect said: $(tail -n 1 <<<"$out" | head -c 100)"
 			continue ;;
 		esac
 		c=$DP_CTRL log=$(dmesg_since_mark)
@@ -515,12 +555,13 @@ group_wire() {
 		wire_on "$f" rxe && run_test "wire: $f: a 2 s cut under I/O stalls and resumes, no recovery, data verified" dp_wrap t_wire_short_cut "$f"
 		wire_on "$f" siw && run_test "wire: $f: a 15 s cut under I/O: error recovery, reconnect once the wire is back, data verified" dp_wrap t_wire_long_cut "$f"
 		wire_on "$f" rxe && run_test "wire: $f: a cut for good: controller deleted after ctrl_loss_tmo, I/O fails, module unloads" dp_wrap t_wire_ctrl_loss "$f"
+		wire_on "$f" rxe && run_test "wire: $f: a command timing out during a reset ends, the reset goes on; live again after the cut, data verified" dp_wrap t_wire_reset_timeout "$f"
 		wire_on "$f" siw && run_test "wire: $f: fast_io_fail_tmo fails I/O while reconnecting, live when the wire is back" dp_wrap t_wire_fast_io_fail "$f"
 		wire_on "$f" rxe && run_test "wire: $f: target port removed and re-added, whole target re-created, under I/O: reconnects each time, data verified" dp_wrap t_wire_target_flap "$f"
 		wire_on "$f" both && run_test "wire: $f: rdma link delete while reconnecting (no hang, reconnects when back) and under I/O with ext4 mounted" dp_wrap t_wire_link_delete "$f"
 		wire_on "$f" siw && run_test "wire: $f: a namespace added and removed on the target reaches the host by asynchronous events" dp_wrap t_wire_aen "$f"
 		wire_on "$f" rxe && run_test "wire: $f: host_traddr: the target sees every queue coming from that address" dp_wrap t_wire_host_traddr "$f"
-		wire_on "$f" siw && run_test "wire: $f: DH-HMAC-CHAP: host and host+controller secrets connect${WIRE_AUTH:+, wrong secrets are refused}" dp_wrap t_wire_auth "$f"
+		wire_on "$f" siw && run_test "wire: $f: DH-HMAC-CHAP: host and host+controller secrets connect, wrong ones are refused without a timeout" dp_wrap t_wire_auth "$f"
 	done
 	local fl=" ${DP_FABRICS//,/ } "   # commas or spaces
 	[[ $fl == *" rxe "* && $fl == *" siw "* ]] &&
