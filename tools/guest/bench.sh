@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # The benchmark (issue 12): the C nvme_rdma and rnvme_rdma side by side in one boot, against the
 # same nvmet-rdma target (null_blk namespace), the same soft-RDMA link and the same connect
-# options; each round runs C then Rust (A B A B ...), each driver loaded, connected, measured,
-# disconnected and unloaded; plus the nvme-loop ceiling (same target, no RDMA). One JSON record
+# options; rounds alternate the order (C then Rust, then Rust then C, ...), each driver loaded,
+# connected, measured, disconnected and unloaded; plus the nvme-loop ceiling (same target, no RDMA). One JSON record
 # per measurement in $BENCH_OUT/results.jsonl; tools/bench-report turns them into the report.
 #
 # As a vm-run script: bench.sh [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S]
@@ -66,6 +66,19 @@ EOF
 		{ fail "$d/$f/$w: no result in $j"; return 1; }
 }
 
+# bench_limits DRIVER FABRIC ROUND CTRL NS: what the block layer and the controller were given,
+# one line in $BENCH_OUT/limits.txt: the report shows them per driver (the same connect options
+# must give the same request sizes and queues, or the comparison is not like for like).
+bench_limits() {
+	local q=/sys/block/${5#/dev/}/queue k v line="$2 $1 round=$3"
+	for k in max_sectors_kb max_hw_sectors_kb max_segments nr_requests; do
+		v=$(cat "$q/$k" 2>/dev/null) || v=?
+		line+=" $k=$v"
+	done
+	line+=" queue_count=$(cat "$4/queue_count" 2>/dev/null) sqsize=$(cat "$4/sqsize" 2>/dev/null)"
+	echo "$line" >>"$BENCH_OUT/limits.txt"
+}
+
 # bench_driver DRIVER FABRIC NQN ROUND RUNTIME: load DRIVER, connect (the same options for both
 # drivers: one I/O queue per vCPU), measure every workload, then the poll workload on a second
 # connection with one poll queue (-P 1), unload.
@@ -73,6 +86,7 @@ bench_driver() {
 	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 w
 	dp_load "$d" || return 1
 	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
+	bench_limits "$d" "$f" "$r" "$DP_CTRL" "$DP_NS"
 	for w in $BENCH_WORKLOADS; do
 		[ "$w" = poll ] || bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
 	done
@@ -120,13 +134,17 @@ bench_main() {
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" runtime_s "$rt" \
 		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$BENCH_WORKLOADS" \
-		date "$(date -u +%FT%TZ)" >"$BENCH_OUT/meta.json"
+		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" date "$(date -u +%FT%TZ)" >"$BENCH_OUT/meta.json"
 	for f in $fabrics; do
 		nqn=nqn.2026-11.io.rnvme:bench-$f
 		fabric_up "$f" >/dev/null && target_port_up "$f" && target_subsys_add "$nqn" null:1024 >/dev/null &&
 			target_subsys_link "$nqn" "$f" || return 1
 		for ((r = 1; r <= rounds; r++)); do
-			for d in c rnvme; do
+			# A B, B A, A B, ...: whichever driver goes second in a round (a machine that slows
+			# down over a round, a module load's after-effects) is each driver as often, so an
+			# order effect shows as a spread, not as a ratio.
+			local order="c rnvme"; [ $((r % 2)) = 0 ] && order="rnvme c"
+			for d in $order; do
 				info "$f round $r/$rounds: $d"
 				bench_driver "$d" "$f" "$nqn" "$r" "$rt" || return 1
 			done

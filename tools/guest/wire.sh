@@ -544,6 +544,124 @@ t_wire_multipath() {
 # split (make check's default, to fit its time budget) runs each on one fabric, alternating rxe
 # and siw, and the device-removal test (issue 10 item 1) on both.
 WIRE_MODE=${WIRE_MODE:-all}
+# wire_tos_capture SRC SECONDS: on the target, the IPv4 TOS bytes of up to 300 RoCEv2 packets
+# (UDP port 4791) from SRC on eth0 within SECONDS: prints "COUNT TOS:N ...".
+wire_tos_capture() {
+	target_run $(($2 + 20)) <<-EOF
+		python3 - <<'PY'
+		import socket, struct, time
+		s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+		s.bind(("eth0", 0)); s.settimeout(0.5)
+		end, tos, n = time.time() + $2, {}, 0
+		print("capturing", flush=True)
+		while time.time() < end and n < 300:
+		    try: f = s.recv(4096)
+		    except socket.timeout: continue
+		    ip = f[14:]; ihl = (ip[0] & 15) * 4
+		    if ip[9] != 17 or socket.inet_ntoa(ip[12:16]) != "$1": continue
+		    if struct.unpack("!H", ip[ihl + 2:ihl + 4])[0] != 4791: continue
+		    tos[ip[1]] = tos.get(ip[1], 0) + 1; n += 1
+		print(n, " ".join("%d:%d" % kv for kv in sorted(tos.items())))
+		PY
+	EOF
+}
+
+# t_wire_tos: `tos` reaches the wire (rxe: RoCEv2 packets carry the connection's traffic class in
+# their IPv4 TOS byte; siw and iw_cm do not apply it, for either driver): with --tos=96 every
+# RoCEv2 packet the host sends (commands, acknowledgements, keep-alives) carries TOS 96, without
+# it TOS 0. Captured on the target's NIC (AF_PACKET) while the host reads.
+t_wire_tos() {
+	local f=rxe nqn=$WIRE_NQN-tos c out want tosopt rc=0 pid
+	wire_target "$f" "$nqn" 16 && dp_load || return 1
+	for want in 96 0; do
+		tosopt=(); [ "$want" = 0 ] || tosopt=(--tos="$want")
+		dp_connect "$f" "$nqn" "${tosopt[@]}" && dp_ns "$nqn" || { rc=1; break; }
+		c=$DP_CTRL
+		# target_run answers when the capture is over (300 packets or 15 s): read until then.
+		wire_tos_capture "${FABRIC_ADDR[$f]%.*}.1" 15 >/tmp/wire-tos.out 2>&1 & pid=$!
+		dp_sleep 2
+		while kill -0 $pid 2>/dev/null; do
+			timeout 60 dd if="$DP_NS" of=/dev/null bs=4k count=50 iflag=direct status=none || { fail "reads failed"; rc=1; break; }
+		done
+		wait $pid || { fail "the capture failed on the target: $(cat /tmp/wire-tos.out)"; rc=1; }
+		out=$(tail -n 1 /tmp/wire-tos.out)
+		[[ $out =~ ^[0-9]+\ $want:[0-9]+$ ]] && [ "${out%% *}" -ge 100 ] ||
+			{ fail "tos ${want}: the host's RoCEv2 packets carried '$out' (count, TOS:packets), expected at least 100, all TOS $want"; rc=1; }
+		[ $rc = 0 ] && info "${tosopt[*]:-no tos}: ${out%% *} packets from the host captured on the target, all with TOS $want"
+		dp_disconnect "$c" || rc=1
+		[ $rc = 0 ] || break
+	done
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
+# IPv6 on a fabric's wire: a unique local /64 (host ::1, target ::2) and link-local addresses
+# (fe80::N:1 and fe80::N:2), added without duplicate address detection.
+declare -A WIRE_V6=([rxe]=2 [siw]=3)
+wire_v6() {   # wire_v6 add|del FABRIC ROLE_SUFFIX(1|2): this guest's addresses
+	local nd=${FABRIC_NETDEV[$2]} n=${WIRE_V6[$2]}
+	if [ "$1" = add ]; then
+		ip -6 addr add "fd00:$n::$3/64" dev "$nd" nodad && ip -6 addr add "fe80::$n:$3/64" dev "$nd" nodad
+	else
+		ip -6 addr del "fd00:$n::$3/64" dev "$nd"; ip -6 addr del "fe80::$n:$3/64" dev "$nd"
+	fi
+}
+# wire_v6_port add|del FABRIC ID TRADDR NQN: an IPv6 nvmet port on the target, NQN linked to it.
+wire_v6_port() {
+	if [ "$1" = add ]; then
+		target_run 60 <<-EOF
+			p=\$NVMET/ports/$3; mkdir \$p && echo rdma >\$p/addr_trtype && echo ipv6 >\$p/addr_adrfam &&
+				echo "$4" >\$p/addr_traddr && echo $TRSVCID >\$p/addr_trsvcid &&
+				ln -s \$NVMET/subsystems/$5 \$p/subsystems/$5
+		EOF
+	else
+		echo "p=\$NVMET/ports/$3; rm -f \$p/subsystems/*; rmdir \$p" | target_run 60
+	fi
+}
+
+# t_wire_ipv6 FABRIC: connect over IPv6 to a global (unique local) address, with host_traddr set
+# to the host's own (the target must see every queue coming from it), and to a link-local
+# address with its scope (fe80::N:2%ethX: the fabrics core's inet_pton_with_scope); each time
+# the controller reports that address, 2 MiB are written and verified, and it disconnects.
+t_wire_ipv6() {
+	local f=$1 nqn=$WIRE_NQN-v6-$1 nd=${FABRIC_NETDEV[$1]} n=${WIRE_V6[$1]} a src c v out q cnt rc=0 save id
+	wire_target "$f" "$nqn" 16 && dp_load || return 1
+	wire_v6 add "$f" 1 || { fail "cannot add IPv6 addresses on the host"; return 1; }
+	echo "$(declare -f wire_v6); declare -A WIRE_V6=([$f]=$n); wire_v6 add $f 2" | target_run 30 ||
+		{ fail "cannot add IPv6 addresses on the target"; rc=1; }
+	wire_v6_port add "$f" $((10 + FABRIC_PORT_ID[$f])) "fd00:$n::2" "$nqn" &&
+		wire_v6_port add "$f" $((20 + FABRIC_PORT_ID[$f])) "fe80::$n:2%$nd" "$nqn" ||
+		{ fail "cannot add the target's IPv6 ports"; rc=1; }
+	save=${FABRIC_ADDR[$f]} src=fd00:$n::1
+	for a in "fd00:$n::2" "fe80::$n:2%$nd"; do
+		[ $rc = 0 ] || break
+		FABRIC_ADDR[$f]=$a
+		if [ "$a" = "fd00:$n::2" ]; then set -- --host-traddr="$src"; else set --; fi
+		dp_connect "$f" "$nqn" "$@" && dp_ns "$nqn" || { rc=1; break; }
+		c=$DP_CTRL
+		dp_rd v "$c/address"
+		[[ ,$v, == *,traddr=$a,* ]] || { fail "${c##*/} reports address '$v', not traddr=$a"; rc=1; }
+		if [ $# -gt 0 ] && [ $rc = 0 ]; then
+			dp_rd q "$c/queue_count"
+			out=$(echo "rdma resource show cm_id" | target_run 30) || { fail "rdma resource show cm_id failed on the target"; rc=1; }
+			cnt=$(grep -c "dst-addr \[\?$src\]\?:" <<<"$out")
+			[ "$cnt" = "$q" ] || { fail "the target sees $cnt connections from $src, expected $q (queue_count)"; sed 's/^/#   target: /' <<<"$out"; rc=1; }
+		fi
+		if [ $rc = 0 ]; then
+			wire_fio v6 2 8m
+			wire_fio_ok v6 2 300 || rc=1
+		fi
+		[ $rc = 0 ] && info "$a${1:+ ($1: all $q queues seen from $src)}: ${c##*/} live, 2 MiB written and verified"
+		dp_disconnect "$c" || rc=1
+	done
+	FABRIC_ADDR[$f]=$save
+	for id in $((10 + FABRIC_PORT_ID[$f])) $((20 + FABRIC_PORT_ID[$f])); do wire_v6_port del "$f" $id; done
+	echo "$(declare -f wire_v6); declare -A WIRE_V6=([$f]=$n); wire_v6 del $f 2" | target_run 30
+	wire_v6 del "$f" 1
+	dp_unload && wire_target_del "$nqn" || rc=1
+	return $rc
+}
+
 # wire_on FABRIC SPLIT_FABRIC: whether a scenario whose split-mode fabric is SPLIT_FABRIC runs on
 # FABRIC.
 wire_on() { [ "$WIRE_MODE" = all ] || [ "$1" = "$2" ] || [ "$2" = both ]; }
@@ -562,8 +680,11 @@ group_wire() {
 		wire_on "$f" siw && run_test "wire: $f: a namespace added and removed on the target reaches the host by asynchronous events" dp_wrap t_wire_aen "$f"
 		wire_on "$f" rxe && run_test "wire: $f: host_traddr: the target sees every queue coming from that address" dp_wrap t_wire_host_traddr "$f"
 		wire_on "$f" siw && run_test "wire: $f: DH-HMAC-CHAP: host and host+controller secrets connect, wrong ones are refused without a timeout" dp_wrap t_wire_auth "$f"
+		wire_on "$f" siw && run_test "wire: $f: IPv6: a global address with host_traddr, a link-local address with its scope: live, data verified" dp_wrap t_wire_ipv6 "$f"
 	done
 	local fl=" ${DP_FABRICS//,/ } "   # commas or spaces
+	[[ $fl == *" rxe "* ]] &&
+		run_test "wire: rxe: tos reaches the wire (the TOS byte of every RoCEv2 packet the host sends)" dp_wrap t_wire_tos
 	[[ $fl == *" rxe "* && $fl == *" siw "* ]] &&
 		run_test "wire: multipath over rxe and siw: ANA inaccessible and a cut path fail over and back, data verified" dp_wrap t_wire_multipath
 	return 0
