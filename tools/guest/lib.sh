@@ -163,7 +163,7 @@ host_disconnect() {
 # load_c_driver: the C nvme_rdma, loaded by path (the modprobe.d alias points at rnvme_rdma).
 load_c_driver() {
 	[ -d /sys/module/nvme_rdma ] && return 0
-	modprobe nvme-fabrics && insmod "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko"
+	modprobe nvme-fabrics && modprobe rdma_cm && insmod "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko"
 }
 
 # fio_json FILE: from fio's JSON output of one job (or --group_reporting): FIO_ERR, FIO_WRITE and
