@@ -347,6 +347,14 @@ impl CmHandler for ConnCm {
     }
 }
 
+/// `__nvme_rdma_stop_queue`: disconnect, then wait until everything posted on the QP completed.
+fn disconnect_and_drain(cm: &CmId<ConnCm>) {
+    let _ = cm.disconnect();
+    if let Some(qp) = cm.qp() {
+        qp.drain();
+    }
+}
+
 /// One NVMe queue (0 is the admin queue).
 #[pin_data]
 pub(crate) struct Queue {
@@ -481,10 +489,7 @@ impl Queue {
         self.lost.store(true, Release);
         if let Some(cm) = conn.as_ref() {
             if self.live.swap(false, Relaxed) {
-                let _ = cm.disconnect();
-                if let Some(qp) = cm.qp() {
-                    qp.drain();
-                }
+                disconnect_and_drain(cm);
             }
         }
     }
@@ -499,10 +504,7 @@ impl Queue {
         self.live.store(false, Relaxed);
         if let Some(cm) = conn.as_ref() {
             if cm.handler().state.lock().recvs_posted {
-                let _ = cm.disconnect();
-                if let Some(qp) = cm.qp() {
-                    qp.drain();
-                }
+                disconnect_and_drain(cm);
             }
         }
     }
