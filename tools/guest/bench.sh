@@ -66,6 +66,40 @@ EOF
 		{ fail "$d/$f/$w: no result in $j"; return 1; }
 }
 
+# Profiled in the first round, on their own runs (the measured points above are not sampled):
+# where the guest's work goes per I/O, by kernel module and symbol (tools/guest/profile.py).
+BENCH_PROFILE="qd32 wr32 seqr"
+BENCH_PROFILE_PERIOD_NS=250000
+
+# bench_profile DRIVER FABRIC WORKLOAD DEV RUNTIME: one fio run under the sampler; appends a record
+# (the I/Os done, the samples per module and the driver's top symbols) to profiles.jsonl.
+bench_profile() {
+	local d=$1 f=$2 w=$3 dev=$4 rt=$5 j pid
+	j=$BENCH_OUT/prof-$f-$d-$w
+	python3 "$RNVME_PROJECT/tools/guest/profile.py" "$j.json" "$BENCH_PROFILE_PERIOD_NS" 2>"$j.err" &
+	pid=$!
+	wait_for 20 test -e "$j.json.ready" || { kill "$pid"; fail "$d/$f/$w: the sampler did not start: $(head -c 300 "$j.err")"; return 1; }
+	bench_fio "$w" "$dev" "$rt" "$j.fio" || { kill "$pid"; fail "$d/$f/$w: fio failed under the sampler"; return 1; }
+	kill -TERM "$pid" && wait "$pid" || { fail "$d/$f/$w: the sampler failed: $(head -c 300 "$j.err")"; return 1; }
+	python3 - "$j.json" "$j.fio" "$d" "$f" "$w" >>"$BENCH_OUT/profiles.jsonl" <<'EOF' ||
+import json, sys
+prof, fio, drv, fab, wl = sys.argv[1:]
+p = json.load(open(prof))
+job = json.load(open(fio))["jobs"][0]
+ios = job["read"]["total_ios"] + job["write"]["total_ios"]
+if ios <= 0:
+    sys.exit("no I/O completed")
+mod = {"c": "nvme_rdma", "rnvme": "rnvme_rdma"}[drv]
+top = {k: v for k, v in p["symbols"].items() if k.endswith(f"[{mod}]")}
+print(json.dumps({"fabric": fab, "driver": drv, "workload": wl, "ios": ios, "period_ns": p["period_ns"],
+                  "kernel": p["kernel"], "user": p["user"], "lost": p["lost"], "modules": p["modules"],
+                  "transport": mod, "transport_symbols": dict(list(top.items())[:15]),
+                  "top_symbols": dict(list(p["symbols"].items())[:15])}))
+EOF
+		{ fail "$d/$f/$w: no profile in $j.json"; return 1; }
+	rm -f "$j.json" "$j.fio" "$j.err"
+}
+
 # bench_limits DRIVER FABRIC ROUND CTRL NS: what the block layer and the controller were given,
 # one line in $BENCH_OUT/limits.txt: the report shows them per driver (the same connect options
 # must give the same request sizes and queues, or the comparison is not like for like).
@@ -90,6 +124,9 @@ bench_driver() {
 	for w in $BENCH_WORKLOADS; do
 		[ "$w" = poll ] || bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
 	done
+	if [ "$r" = 1 ]; then
+		for w in $BENCH_PROFILE; do bench_profile "$d" "$f" "$w" "$DP_NS" "$rt" || return 1; done
+	fi
 	dp_disconnect "$DP_CTRL" || return 1
 	case " $BENCH_WORKLOADS " in
 	*" poll "*)
@@ -130,7 +167,7 @@ bench_main() {
 		*) fail "unknown bench argument '$a'"; return 1;;
 		esac
 	done
-	rm -rf "$BENCH_OUT"; mkdir -p "$BENCH_OUT" && : >"$BENCH_OUT/results.jsonl" || return 1
+	rm -rf "$BENCH_OUT"; mkdir -p "$BENCH_OUT" && : >"$BENCH_OUT/results.jsonl" && : >"$BENCH_OUT/profiles.jsonl" || return 1
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" runtime_s "$rt" \
 		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$BENCH_WORKLOADS" \
@@ -161,6 +198,9 @@ bench_main() {
 	set -- $BENCH_WORKLOADS
 	want=$(($(wc -w <<<"$fabrics") * rounds * 2 * $# + rounds * ($# - 1)))
 	[ "$n" = "$want" ] || { fail "$n results, expected $want"; return 1; }
+	n=$(wc -l <"$BENCH_OUT/profiles.jsonl")
+	want=$(($(wc -w <<<"$fabrics") * 2 * $(wc -w <<<"$BENCH_PROFILE")))
+	[ "$n" = "$want" ] || { fail "$n profiles, expected $want"; return 1; }
 	info "$n points measured in $((SECONDS - t0)) s; results in $BENCH_OUT"
 }
 
