@@ -170,9 +170,9 @@ print("DHHC-1:00:" + base64.b64encode(k + struct.pack("<I", zlib.crc32(k))).deco
 # re-authentication's messages, requeued while resetting, would never go out (the C driver
 # hangs there; see fail_nonready in rust/transport). The controller reconnects
 # (reconnect_delay 1 s), authenticates again, the aborted I/O is retried and every byte
-# verifies. Three rounds; fio, the controller and every sysfs write must finish.
+# verifies. ROUNDS rounds (default 3); fio, the controller and every sysfs write must finish.
 t_fault_timeout_auth() {
-	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-auth-$1 hk ck h=$NVMET/hosts/$HOSTNQN c p n log rc=0 r pid t0
+	local f=$1 rounds=${2:-3} nqn=nqn.2026-11.io.rnvme:faults-auth-$1 hk ck h=$NVMET/hosts/$HOSTNQN c p n log rc=0 r pid t0
 	local d=/sys/kernel/debug/fail_io_timeout
 	fault_target "$f" "$nqn" 16 || return 1
 	hk=$(auth_key) && ck=$(auth_key) || { fail "cannot make DH-HMAC-CHAP keys"; return 1; }
@@ -191,7 +191,7 @@ t_fault_timeout_auth() {
 		{ fail "no path device with io-timeout-fail under $c"; return 1; }
 	echo 3000 >"/sys/block/$p/queue/io_timeout" && echo 1 >"/sys/block/$p/io-timeout-fail" &&
 		echo 100 >$d/probability && echo 1 >$d/interval && echo 0 >$d/verbose || return 1
-	for r in 1 2 3; do
+	for ((r = 1; r <= rounds; r++)); do
 		dmesg_mark
 		echo 1 >$d/times
 		fio --name=auth$r --filename="$DP_NS" --ioengine=libaio --direct=1 --rw=randwrite --bs=4k --iodepth=8 \
@@ -383,12 +383,19 @@ group_faults() {
 	# failure lands there (seen once in four runs). Not ours; see testing.rst.
 	run_test "faults: rxe: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit rxe
 	run_test "faults: siw: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit siw
-	run_test "faults: rxe: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset rxe
-	run_test "faults: siw: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset siw
-	run_test "faults: rxe: request timeouts while live with DH-HMAC-CHAP re-authentication running: error recovery, authenticated reconnect, data verified" t_fault_timeout_auth rxe
-	run_test "faults: siw: request timeouts while live with DH-HMAC-CHAP re-authentication running: error recovery, authenticated reconnect, data verified" t_fault_timeout_auth siw
-	run_test "faults: rxe: a reconnect refused with Do Not Retry deletes the controller at once (C driver as control)" t_fault_reconnect_dnr rxe
-	run_test "faults: siw: a reconnect refused with Do Not Retry deletes the controller at once (C driver as control)" t_fault_reconnect_dnr siw
+	# A split run (lib.sh on_fabric) polls on siw, times out and refuses on one fabric each, and
+	# runs one round of timeouts with re-authentication instead of three.
+	local r=3 f
+	[ "$FABRIC_SPLIT" = no ] || r=1
+	for f in rxe siw; do
+		on_fabric "$f" siw && run_test "faults: $f: resets while two io_uring pollers poll the poll queue: no CQ used after free, data verified" t_fault_poll_reset "$f"
+	done
+	for f in rxe siw; do
+		on_fabric "$f" rxe && run_test "faults: $f: request timeouts while live with DH-HMAC-CHAP re-authentication running ($r round$([ $r = 1 ] || echo s), one timeout each): error recovery, authenticated reconnect, data verified" t_fault_timeout_auth "$f" "$r"
+	done
+	for f in rxe siw; do
+		on_fabric "$f" siw && run_test "faults: $f: a reconnect refused with Do Not Retry deletes the controller at once (C driver as control)" t_fault_reconnect_dnr "$f"
+	done
 }
 
 # Opt-in (`suite.sh faults_listing`; not yet in make check: its run time on the debug guest is

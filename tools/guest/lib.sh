@@ -51,6 +51,17 @@ fabric_down() {
 
 fabric_addr() { echo "${FABRIC_ADDR[$1]}"; }
 
+# FABRIC_SPLIT (suite.sh split=yes|no, default no): with yes (make check's default, to fit its
+# time budget) a test whose code path does not depend on the fabric runs on one fabric only, the
+# rest on every fabric. on_fabric F WHERE: whether the test's instance on fabric F runs, WHERE
+# being the fabric it is assigned to in a split run (rxe or siw) or both. A test assigned to a
+# fabric that DP_FABRICS leaves out runs on the others, so fabrics=siw still runs everything.
+FABRIC_SPLIT=${FABRIC_SPLIT:-no}
+on_fabric() {
+	[ "$FABRIC_SPLIT" = no ] || [ "$2" = both ] || [ "$1" = "$2" ] ||
+		[[ " ${DP_FABRICS//,/ } " != *" $2 "* ]]
+}
+
 # target_port_up FABRIC: an nvmet-rdma port listening on the fabric's address, port 4420.
 # Ports stay up for the whole boot and always keep the "anchor" subsystem linked: removing an
 # nvmet-rdma port after I/O queues connected triggers a lockdep report inside the target

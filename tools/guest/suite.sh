@@ -2,7 +2,7 @@
 # The in-guest test suite of `make check`: one boot of the debug kernel runs every group below.
 # Usage (under scripts/vm-run):
 #   suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw] [cycles=N] [only=TEXT|...]
-#            [wire=split|all]
+#            [split=yes|no] [wire=split|all]
 #   groups: harness module (the default), datapath and datapath_quick (tools/guest/datapath.sh,
 #   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh), faults (faults.sh), bench (bench.sh: the
 #   benchmark's quick mode as a smoke test), wire (wire.sh: only in the host guest of
@@ -10,7 +10,10 @@
 #   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
 #   load/unload cycles (100). only=TEXT|... (development): run only the tests whose name has one of the TEXTs.
-#   wire=: the wire group's scenarios on every fabric (all, the default) or each on one (split);
+#   split=: in datapath, lifecycle and faults, the tests the fabric does not decide on one fabric
+#   each (yes) or on every fabric (no, the default; lib.sh on_fabric).
+#   wire=: the wire group's scenarios on every fabric (all, the default) or each on one (split;
+#   make check's default, see wire.sh WIRE_MODE).
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
@@ -220,8 +223,9 @@ for g in "$@"; do
 	driver=*) HOST_DRIVER=${g#driver=};;
 	fabrics=*) DP_FABRICS=${g#fabrics=};;
 	only=*) RNVME_ONLY=${g#only=};;
+	split=yes|split=no) FABRIC_SPLIT=${g#split=};;
 	wire=*) WIRE_MODE=${g#wire=};;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, wire=split|all)" >&2; exit 2;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, split=yes|no, wire=split|all)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done
