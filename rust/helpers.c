@@ -99,19 +99,15 @@ int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
 	return ib_post_recv(qp, wr, NULL);
 }
 
-u64 rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir)
+int rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir, u64 *dma)
 {
-	return ib_dma_map_single(dev, addr, size, dir);
+	*dma = ib_dma_map_single(dev, addr, size, dir);
+	return ib_dma_mapping_error(dev, *dma) ? -ENOMEM : 0;
 }
 
 void rnvme_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size, int dir)
 {
 	ib_dma_unmap_single(dev, addr, size, dir);
-}
-
-int rnvme_ib_dma_mapping_error(struct ib_device *dev, u64 addr)
-{
-	return ib_dma_mapping_error(dev, addr);
 }
 
 void rnvme_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size, int dir)
@@ -129,11 +125,6 @@ bool rnvme_ib_device_try_get(struct ib_device *dev)
 	return ib_device_try_get(dev);
 }
 
-int rnvme_nvme_ctrl_state(struct nvme_ctrl *ctrl)
-{
-	return nvme_ctrl_state(ctrl);
-}
-
 void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_struct *))
 {
 	INIT_WORK(&ctrl->reset_work, fn);
@@ -142,11 +133,6 @@ void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_s
 void *rnvme_blk_mq_rq_to_pdu(struct request *rq)
 {
 	return blk_mq_rq_to_pdu(rq);
-}
-
-void rnvme_nvme_start_request(struct request *rq)
-{
-	nvme_start_request(rq);
 }
 
 bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result)
@@ -181,16 +167,6 @@ void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir)
 	sg_free_table_chained(sgt, RNVME_INLINE_SG_CNT);
 }
 
-u64 rnvme_sg_dma_address(struct scatterlist *sg)
-{
-	return sg_dma_address(sg);
-}
-
-unsigned int rnvme_sg_dma_len(struct scatterlist *sg)
-{
-	return sg_dma_len(sg);
-}
-
 int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents)
 {
 	int nr = ib_map_mr_sg(mr, sg, nents, NULL, SZ_4K);
@@ -201,24 +177,9 @@ int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents)
 	return 0;
 }
 
-unsigned short rnvme_blk_rq_nr_phys_segments(struct request *rq)
-{
-	return blk_rq_nr_phys_segments(rq);
-}
-
-unsigned int rnvme_blk_rq_payload_bytes(struct request *rq)
-{
-	return blk_rq_payload_bytes(rq);
-}
-
 bool rnvme_rq_is_passthrough(struct request *rq)
 {
 	return blk_rq_is_passthrough(rq);
-}
-
-bool rnvme_rq_is_write(struct request *rq)
-{
-	return rq_data_dir(rq) == WRITE;
 }
 
 struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id)
@@ -231,9 +192,13 @@ bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool que
 	return nvme_check_ready(ctrl, rq, queue_live);
 }
 
-blk_status_t rnvme_nvme_setup_cmd(struct request *rq)
+blk_status_t rnvme_nvme_setup_start(struct request *rq)
 {
-	return nvme_setup_cmd(rq->q->queuedata, rq);
+	blk_status_t ret = nvme_setup_cmd(rq->q->queuedata, rq);
+
+	if (ret == BLK_STS_OK)
+		nvme_start_request(rq);
+	return ret;
 }
 
 u16 rnvme_nvme_cid(struct request *rq)
@@ -272,11 +237,6 @@ u32 rnvme_nvmf_nr_io_queues(struct nvmf_ctrl_options *opts)
 int rnvme_ibdev_to_node(struct ib_device *dev)
 {
 	return ibdev_to_node(dev);
-}
-
-struct blk_mq_tags *rnvme_tagset_tags(struct blk_mq_tag_set *set, unsigned int idx)
-{
-	return set->tags[idx];
 }
 
 void *rnvme_rq_queuedata(struct request *rq)

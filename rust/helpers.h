@@ -50,20 +50,18 @@ int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 /* ib_mr_pool_get() on the QP's rdma_mrs pool, out of line for fault injection. */
 struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp);
 int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
-u64 rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir);
+/* ib_dma_map_single() into *@dma; -ENOMEM if ib_dma_mapping_error() says it failed. */
+int rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir, u64 *dma);
 void rnvme_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size, int dir);
-int rnvme_ib_dma_mapping_error(struct ib_device *dev, u64 addr);
 void rnvme_ib_dma_sync_single_for_cpu(struct ib_device *dev, u64 addr, size_t size, int dir);
 void rnvme_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr, size_t size, int dir);
 bool rnvme_ib_device_try_get(struct ib_device *dev);
 
-/* nvme.h: the controller's state (an atomic read) and its reset work (INIT_WORK is a macro). */
-int rnvme_nvme_ctrl_state(struct nvme_ctrl *ctrl);
+/* nvme.h: the controller's reset work (INIT_WORK is a macro). */
 void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_struct *));
 /* blk-mq / nvme request helpers (static inline). */
 struct request;
 void *rnvme_blk_mq_rq_to_pdu(struct request *rq);
-void rnvme_nvme_start_request(struct request *rq);
 bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result);
 
 /* Data path: scatterlists, memory registration, blk-mq and nvme inline helpers. */
@@ -81,23 +79,19 @@ struct nvme_command;
 int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir,
 		      struct scatterlist *first_chunk);
 void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir);
-u64 rnvme_sg_dma_address(struct scatterlist *sg);
-unsigned int rnvme_sg_dma_len(struct scatterlist *sg);
 /* ib_map_mr_sg() on 4 KiB pages, then a new rkey (ib_update_fast_reg_key(ib_inc_rkey())). */
 int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents);
-unsigned short rnvme_blk_rq_nr_phys_segments(struct request *rq);
-unsigned int rnvme_blk_rq_payload_bytes(struct request *rq);
 bool rnvme_rq_is_passthrough(struct request *rq);
-bool rnvme_rq_is_write(struct request *rq);
 struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id);
 void rnvme_tagset_abort(struct blk_mq_tag_set *set, int hctx_idx);
+/* The slow path of nvme_check_ready() (the caller tested for NVME_CTRL_LIVE). */
 bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live);
-blk_status_t rnvme_nvme_setup_cmd(struct request *rq);
+/* nvme_setup_cmd(), then nvme_start_request() if it succeeded. */
+blk_status_t rnvme_nvme_setup_start(struct request *rq);
 u16 rnvme_nvme_cid(struct request *rq);
 void rnvme_nvmf_complete_timed_out_request(struct request *rq);
 u32 rnvme_nvmf_nr_io_queues(struct nvmf_ctrl_options *opts);
 int rnvme_ibdev_to_node(struct ib_device *dev);
-struct blk_mq_tags *rnvme_tagset_tags(struct blk_mq_tag_set *set, unsigned int idx);
 void *rnvme_rq_queuedata(struct request *rq);
 struct nvmf_ctrl_options;
 void rnvme_ctrl_set_opts_trsvcid_default(struct nvmf_ctrl_options *opts, const char *dflt, int *err);

@@ -31,3 +31,14 @@ pub(crate) mod raw {
 
     include!("generated.rs");
 }
+
+/// [`kernel::error::to_result`] for the data path: the same conversion, inlined (the kernel
+/// crate's is an out-of-line call, paid for every return code checked per I/O).
+#[inline(always)]
+pub(crate) fn to_result(err: kernel::ffi::c_int) -> kernel::error::Result {
+    if err < 0 {
+        Err(kernel::error::Error::from_errno(err))
+    } else {
+        Ok(())
+    }
+}

@@ -188,6 +188,7 @@ impl<T> TryCell<T> {
     }
 
     /// Runs `f` on the value unless somebody else is using it.
+    #[inline(always)]
     pub(crate) fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
         use core::sync::atomic::Ordering;
         if self

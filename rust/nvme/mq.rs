@@ -11,13 +11,13 @@ use super::{
     ctrl::{Controller, CtrlOps},
     mapping::{MappedCmd, MappedSg},
 };
-use crate::bindings::raw;
+use crate::bindings::{raw, to_result};
 use crate::rdma::{
     qp::{Cqe, CqeDone, HasCqe, Wc},
     Device,
 };
 use core::marker::PhantomData;
-use kernel::{error::to_result, prelude::*, types::Opaque};
+use kernel::{prelude::*, types::Opaque};
 
 /// blk-mq request completion status (`blk_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -231,12 +231,6 @@ impl<M: MqOps> Request<M> {
         unsafe { (*self.as_raw()).tag }
     }
 
-    /// Marks the request started (`nvme_start_request`).
-    pub(crate) fn start(&self) {
-        // SAFETY: the request was handed to `queue_rq` (type invariant).
-        unsafe { raw::rnvme_nvme_start_request(self.as_raw()) };
-    }
-
     /// Records the completion `status` (as in the CQE, phase bit included) and `result`, and
     /// completes the request, remotely if blk-mq wants that. Returns `false` when the caller must
     /// complete it locally with [`Request::complete_local`].
@@ -291,10 +285,20 @@ impl<M: MqOps> Request<M> {
         unsafe { &(*self.pdu()).inv_cqe }
     }
 
-    /// Whether blk-mq may hand the request to a queue in its current state (`nvme_check_ready`).
+    /// Whether blk-mq may hand the request to a queue in its current state (`nvme_check_ready`:
+    /// a live controller takes everything, here without a call; any other state asks the core).
+    #[inline]
     pub(crate) fn check_ready(&self, queue_live: bool) -> bool {
         // SAFETY: the request is valid and its `nvme_request` was set up by `init_request_cb`.
-        unsafe { raw::rnvme_nvme_check_ready((*self.nreq()).ctrl, self.as_raw(), queue_live) }
+        let ctrl = unsafe { (*self.nreq()).ctrl };
+        // SAFETY: `ctrl` is the live controller owning the tag set; a volatile load of the
+        // aligned 4-byte field is `nvme_ctrl_state()`'s `READ_ONCE(ctrl->state)`.
+        let state = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*ctrl).state)) };
+        if state == raw::nvme_ctrl_state_NVME_CTRL_LIVE {
+            return true;
+        }
+        // SAFETY: as above; the helper is `nvme_check_ready` itself.
+        unsafe { raw::rnvme_nvme_check_ready(ctrl, self.as_raw(), queue_live) }
     }
 
     /// Fails (or requeues) a request that is not ready (`nvme_fail_nonready_command`).
@@ -308,16 +312,18 @@ impl<M: MqOps> Request<M> {
         unsafe { (*self.pdu()).nreq.get() }
     }
 
-    /// Builds the NVMe command for the request (`nvme_setup_cmd`).
-    pub(crate) fn setup_cmd(&self) -> BlkStatus {
+    /// Builds the NVMe command for the request (`nvme_setup_cmd`) and, if that succeeded, marks
+    /// the request started (`nvme_start_request`): one call for the two steps of every I/O.
+    #[inline]
+    pub(crate) fn setup_and_start(&self) -> BlkStatus {
         // SAFETY: the request was handed to `queue_rq` (type invariant); its queue's
         // `queuedata` is the namespace (or null for the admin queues), as nvme_setup_cmd expects.
-        BlkStatus(unsafe { raw::rnvme_nvme_setup_cmd(self.as_raw()) })
+        BlkStatus(unsafe { raw::rnvme_nvme_setup_start(self.as_raw()) })
     }
 
-    /// Releases what `setup_cmd` allocated (`nvme_cleanup_cmd`), on a submission failure.
+    /// Releases what `setup_and_start` allocated (`nvme_cleanup_cmd`), on a submission failure.
     pub(crate) fn cleanup_cmd(&self) {
-        // SAFETY: the command was set up by `setup_cmd`.
+        // SAFETY: the command was set up by `setup_and_start`.
         unsafe { raw::nvme_cleanup_cmd(self.as_raw()) };
     }
 
@@ -339,20 +345,18 @@ impl<M: MqOps> Request<M> {
 
     /// DMA-maps the submission queue entry for `dev`; dropping the mapping unmaps it.
     pub(crate) fn map_cmd(&self, dev: &Device) -> Result<MappedCmd> {
+        let mut dma = 0u64;
         // SAFETY: the command buffer lives in the PDU, which does not move while the tag set
-        // lives; 64 bytes are mapped to the device.
-        let dma = unsafe {
+        // lives; 64 bytes are mapped to the device; `dma` is writable.
+        to_result(unsafe {
             raw::rnvme_ib_dma_map_single(
                 dev.as_raw(),
                 (*self.pdu()).cmd.get().cast(),
                 64,
                 raw::dma_data_direction::DMA_TO_DEVICE.0,
+                &mut dma,
             )
-        };
-        // SAFETY: `dma` was returned by the mapping call on this device.
-        if unsafe { raw::rnvme_ib_dma_mapping_error(dev.as_raw(), dma) } != 0 {
-            return Err(ENOMEM);
-        }
+        })?;
         // INVARIANT: `dma` maps the command to `dev`; the caller keeps the device (its queue's
         // device context) until it dropped the mapping.
         Ok(MappedCmd {
@@ -361,16 +365,35 @@ impl<M: MqOps> Request<M> {
         })
     }
 
-    /// The number of physical data segments (0: no data).
-    pub(crate) fn nr_phys_segments(&self) -> u16 {
-        // SAFETY: the request is valid (type invariant).
-        unsafe { raw::rnvme_blk_rq_nr_phys_segments(self.as_raw()) }
+    /// Whether the request's data is a special payload (`RQF_SPECIAL_PAYLOAD`: a discard's range
+    /// buffer in `special_vec`).
+    fn special_payload(&self) -> bool {
+        // SAFETY: the request is valid (type invariant); its flags are fixed while its owner,
+        // the caller, holds it (read through the pointer: blk-mq writes other fields meanwhile).
+        let flags = unsafe { (*self.as_raw()).rq_flags };
+        flags & (1 << raw::rqf_flags___RQF_SPECIAL_PAYLOAD) != 0
     }
 
-    /// Payload bytes of the request.
+    /// The number of physical data segments (0: no data; `blk_rq_nr_phys_segments`).
+    #[inline]
+    pub(crate) fn nr_phys_segments(&self) -> u16 {
+        if self.special_payload() {
+            return 1;
+        }
+        // SAFETY: as in `special_payload`.
+        unsafe { (*self.as_raw()).nr_phys_segments }
+    }
+
+    /// Payload bytes of the request (`blk_rq_payload_bytes`).
+    #[inline]
     pub(crate) fn payload_bytes(&self) -> u32 {
-        // SAFETY: the request is valid (type invariant).
-        unsafe { raw::rnvme_blk_rq_payload_bytes(self.as_raw()) }
+        if self.special_payload() {
+            // SAFETY: as in `special_payload`; with RQF_SPECIAL_PAYLOAD the union holds
+            // `special_vec` (blk-mq.h).
+            return unsafe { (*self.as_raw()).__bindgen_anon_3.special_vec.bv_len };
+        }
+        // SAFETY: as in `special_payload`.
+        unsafe { (*self.as_raw()).__data_len }
     }
 
     /// Whether the request carries a command built by its submitter (`blk_rq_is_passthrough`):
@@ -380,10 +403,14 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::rnvme_rq_is_passthrough(self.as_raw()) }
     }
 
-    /// Whether data moves from the host to the controller.
+    /// Whether data moves from the host to the controller (`rq_data_dir() == WRITE`: an odd
+    /// operation, `op_is_write(req_op())`).
+    #[inline]
     pub(crate) fn is_write(&self) -> bool {
-        // SAFETY: the request is valid (type invariant).
-        unsafe { raw::rnvme_rq_is_write(self.as_raw()) }
+        const REQ_OP_MASK: u32 = (1 << raw::REQ_OP_BITS) - 1;
+        // SAFETY: as in `special_payload`.
+        let op = unsafe { (*self.as_raw()).cmd_flags } & REQ_OP_MASK;
+        op & 1 != 0
     }
 
     /// The command identifier the core put in the command (`nvme_cid`).
@@ -394,6 +421,7 @@ impl<M: MqOps> Request<M> {
 
     /// Builds a scatterlist of the request's data and DMA-maps it for `dev`; dropping the
     /// mapping unmaps and frees it.
+    #[inline(always)]
     pub(crate) fn map_data(&self, dev: &Device) -> Result<MappedSg> {
         // SAFETY: an all-zero sg_table is the empty table.
         let mut table: raw::sg_table = unsafe { core::mem::zeroed() };

@@ -91,8 +91,11 @@ impl NvmeCtrl {
 
     /// The current state.
     pub(crate) fn state(&self) -> State {
-        // SAFETY: the controller is initialised (type invariant); the state is read atomically.
-        State::from_raw(unsafe { raw::rnvme_nvme_ctrl_state(self.raw()) } as u32)
+        // SAFETY: the controller is initialised (type invariant); a volatile load of the aligned
+        // 4-byte field is `nvme_ctrl_state()`'s `READ_ONCE(ctrl->state)`.
+        State::from_raw(unsafe {
+            core::ptr::read_volatile(core::ptr::addr_of!((*self.raw()).state))
+        })
     }
 
     /// Moves to `new` if the state machine allows it; returns whether it did.

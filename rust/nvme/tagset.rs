@@ -156,7 +156,7 @@ impl<T: CtrlOps> Controller<T> {
             if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
                 return None;
             }
-            let tags = raw::rnvme_tagset_tags(set, idx);
+            let tags = *(*set).tags.add(idx as usize);
             if tags.is_null() {
                 return None;
             }

@@ -51,6 +51,7 @@ pub(crate) fn is_auth(cmd: &Sqe) -> bool {
 
 /// Points the command's data at `desc` (`flags |= NVME_CMD_SGL_METABUF`, `dptr.sgl = desc`), as
 /// every command on a fabric carries an SGL.
+#[inline]
 pub(crate) fn set_sgl(cmd: &mut Sqe, desc: &[u8; DESC_LEN]) {
     cmd[FLAGS] |= FLAGS_SGL_METABUF;
     cmd[DPTR..DPTR + DESC_LEN].copy_from_slice(desc);

@@ -55,6 +55,7 @@ pub(crate) struct LengthTooLarge;
 
 impl Sgl {
     /// Encodes the descriptor.
+    #[inline(always)]
     pub(crate) fn encode(&self) -> Result<[u8; DESC_LEN], LengthTooLarge> {
         let mut d = [0u8; DESC_LEN];
         match *self {

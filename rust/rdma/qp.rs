@@ -5,8 +5,8 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/mr_pool.h`](srctree/include/rdma/mr_pool.h)
 
-use crate::bindings::raw;
-use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
+use crate::bindings::{raw, to_result};
+use kernel::{prelude::*, str::CStr, types::Opaque};
 
 /// Sizes of a reliable-connected QP (see [`super::cm::CmIdLocked::create_qp`]).
 pub(crate) struct QpAttr {
@@ -271,6 +271,7 @@ impl Qp {
     /// Only armed entries are accepted (see [`Cqe`]): their owners outlive the work requests. The
     /// memory the SGEs describe must stay mapped until the completions ran or the QP was drained:
     /// the transport keeps a request's mappings until the request ends, after its completions.
+    #[inline(always)]
     pub(crate) fn post_send(&self, reg: Option<RegWr>, send: &Cqe, sges: &[Sge]) -> Result {
         if !send.armed() || reg.is_some_and(|r| !r.armed) {
             return Err(EINVAL);
@@ -282,11 +283,13 @@ impl Qp {
         wr.num_sge = sges.len() as i32;
         wr.opcode = raw::ib_wr_opcode_IB_WR_SEND;
         wr.send_flags = raw::ib_send_flags_IB_SEND_SIGNALED;
-        // SAFETY: as above.
-        let mut rw: raw::ib_reg_wr = unsafe { core::mem::zeroed() };
+        // Only a registration needs its (larger) WR, so only then is it built.
+        let mut rw: raw::ib_reg_wr;
         let first: *const raw::ib_send_wr = match reg {
             None => &wr,
             Some(r) => {
+                // SAFETY: as above.
+                rw = unsafe { core::mem::zeroed() };
                 rw.wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(r.cqe);
                 rw.wr.opcode = raw::ib_wr_opcode_IB_WR_REG_MR;
                 rw.wr.num_sge = 0;
@@ -404,6 +407,7 @@ pub(crate) struct RegWr {
 }
 
 /// A scatter/gather element describing `len` bytes at bus address `addr` under `lkey`.
+#[inline]
 pub(crate) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
     Sge {
         addr,

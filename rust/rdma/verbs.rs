@@ -8,7 +8,12 @@
 use super::Device;
 use crate::bindings::raw;
 use core::{ops::Deref, ptr::NonNull};
-use kernel::{error::from_err_ptr, new_spinlock, prelude::*, sync::SpinLock};
+use kernel::{
+    error::{from_err_ptr, to_result},
+    new_spinlock,
+    prelude::*,
+    sync::SpinLock,
+};
 
 /// An owned reference on a registered RDMA device.
 ///
@@ -277,14 +282,18 @@ impl DmaBuf {
     pub(crate) fn new(dev: DeviceRef, len: usize, dir: DmaDir) -> Result<Self> {
         let mut buf = KVec::with_capacity(len, GFP_KERNEL)?;
         buf.extend_with(len, 0u8, GFP_KERNEL)?;
-        // SAFETY: `buf` is a valid allocation of `len` bytes that is not moved until unmapped.
-        let dma = unsafe {
-            raw::rnvme_ib_dma_map_single(dev.as_raw(), buf.as_mut_ptr().cast(), len, dir.raw())
-        };
-        // SAFETY: `dma` was returned by the mapping call on this device.
-        if unsafe { raw::rnvme_ib_dma_mapping_error(dev.as_raw(), dma) } != 0 {
-            return Err(ENOMEM);
-        }
+        let mut dma = 0u64;
+        // SAFETY: `buf` is a valid allocation of `len` bytes that is not moved until unmapped;
+        // `dma` is writable.
+        to_result(unsafe {
+            raw::rnvme_ib_dma_map_single(
+                dev.as_raw(),
+                buf.as_mut_ptr().cast(),
+                len,
+                dir.raw(),
+                &mut dma,
+            )
+        })?;
         // INVARIANT: just mapped.
         Ok(Self { buf, dma, dir, dev })
     }

@@ -54,6 +54,7 @@ pub(crate) struct RdmaMq;
 
 /// Drops one completion's reference; the last one ends the request (`nvme_rdma_end_request`).
 /// [`ReqEnd::put`] orders the response's status and result before their use here.
+#[inline]
 pub(super) fn end_request(rq: &Request<RdmaMq>) {
     let Some((status, result)) = rq.data().end.put() else {
         return;
@@ -91,7 +92,9 @@ pub(super) struct DataMap {
 }
 
 /// Writes the data pointer of the command and prepares the SGEs (`nvme_rdma_map_data`). On error
-/// everything mapped here was released (dropped) again.
+/// everything mapped here was released (dropped) again. (Inlined into its one caller, as C's
+/// `nvme_rdma_map_data` is: its result is then built in place, not copied back.)
+#[inline(always)]
 pub(super) fn map_data(
     q: &Queue,
     qp: &qp::Qp,
@@ -180,7 +183,8 @@ pub(super) fn map_data(
 }
 
 /// Stores the request's mappings in it and posts its SEND (after the registration, if any). On
-/// error the mappings were released.
+/// error the mappings were released. (Inlined into its one caller, as C's `nvme_rdma_post_send`.)
+#[inline(always)]
 pub(super) fn post(
     rq: &Request<RdmaMq>,
     qp: &qp::Qp,
@@ -202,15 +206,19 @@ pub(super) fn post(
             rq.tag()
         );
     }
-    qp.post_send(reg, rq.send_cqe(), &sges[..nsge])
-        .inspect_err(|e| {
+    // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
+    match qp.post_send(reg, rq.send_cqe(), &sges[..nsge]) {
+        Ok(()) => Ok(()),
+        Err(e) => {
             dev_err!(
                 rq.ctrl(),
                 "nvme_rdma_post_send failed with error code {}\n",
                 e.to_errno()
             );
             unmap_request(rq);
-        })
+            Err(e)
+        }
+    }
 }
 
 /// A request the queue cannot take now (`nvme_fail_nonready_command`, which requeues anything
@@ -222,7 +230,7 @@ pub(super) fn post(
 /// before it reconnects: a hang the C driver has. This way the re-authentication ends with an
 /// error and the reconnect authenticates afresh.
 pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
-    // (Only a passthrough request has its command in place before `setup_cmd`.)
+    // (Only a passthrough request has its command in place before `setup_and_start`.)
     if rq.ctrl().nvme().state() != State::Connecting
         && rq.is_passthrough()
         && rq.with_cmd(|c| capsule::is_auth(c))
@@ -268,6 +276,7 @@ impl MqOps for RdmaMq {
         })
     }
 
+    #[inline]
     fn queue_rq(q: &Queue, rq: &Request<Self>, _last: bool) -> BlkStatus {
         let live = q.live.load(Acquire);
         if !rq.check_ready(live) {
@@ -285,11 +294,10 @@ impl MqOps for RdmaMq {
             stats::count(Counter::ResourceRetries, 1);
             return BlkStatus::RESOURCE;
         };
-        let st = rq.setup_cmd();
+        let st = rq.setup_and_start();
         if st != BlkStatus::OK {
             return st;
         }
-        rq.start();
         rq.data().end.arm(2);
         let mut sges: [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize] =
             core::array::from_fn(|_| qp::sge(0, 0, 0));
@@ -406,6 +414,7 @@ impl MqOps for RdmaMq {
 }
 
 impl RecvDone for RspData {
+    #[inline]
     fn done(e: &RecvEntry<Self>, wc: &Wc) {
         let RspData { ctrl, qid } = e.data();
         if !wc.is_ok() {
@@ -442,7 +451,9 @@ impl RecvDone for RspData {
     }
 }
 
-/// A response for an I/O or admin command (`nvme_rdma_process_nvme_rsp`).
+/// A response for an I/O or admin command (`nvme_rdma_process_nvme_rsp`). (Inlined into the
+/// receive handler, its one caller, as in C.)
+#[inline(always)]
 pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
     let (cid, status, result) = (cqe.command_id, cqe.status, cqe.result);
     let Some(rq) = ctrl.find_rq::<RdmaMq>(qid, cid) else {

@@ -39,6 +39,7 @@ impl<M, S, C> ReqIo<M, S, C> {
     }
 
     /// Holds the mappings of a new use. Returns `false` if stale mappings had to be leaked.
+    #[inline]
     pub(crate) fn set(&mut self, mr: Option<M>, sg: Option<S>, cmd: C) -> bool {
         let clean = self.leak();
         self.mr = mr;
@@ -48,10 +49,12 @@ impl<M, S, C> ReqIo<M, S, C> {
     }
 
     /// Ends the use: releases the MR, then the data mapping, then the command mapping.
+    #[inline]
     pub(crate) fn release(&mut self) {
-        drop(self.mr.take());
-        drop(self.sg.take());
-        drop(self.cmd.take());
+        // Each assignment drops the old value in place, in this order.
+        self.mr = None;
+        self.sg = None;
+        self.cmd = None;
     }
 
     /// Forgets whatever is held, without releasing it. Returns `true` if nothing was held.

@@ -125,7 +125,7 @@ bench_driver() {
 		[ "$w" = poll ] || bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
 	done
 	if [ "$r" = 1 ]; then
-		for w in $BENCH_PROFILE; do bench_profile "$d" "$f" "$w" "$DP_NS" "$rt" || return 1; done
+		for w in $BENCH_PROFILE; do bench_profile "$d" "$f" "$w" "$DP_NS" "${BENCH_PROFILE_RT:-$rt}" || return 1; done
 	fi
 	dp_disconnect "$DP_CTRL" || return 1
 	case " $BENCH_WORKLOADS " in
@@ -155,22 +155,27 @@ bench_loop() {
 	host_disconnect "$nqn" && rm "$p/subsystems/$nqn"
 }
 
-# bench_main [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S]: the whole benchmark. full: 4
-# rounds of 5 s points on rxe and siw (an even number: each driver goes first as often; with the
-# guest's clock counting instructions, 5 s points repeat within ~1%); quick: 1 round of 2 s points on rxe.
+# bench_main [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S] [profile_runtime=S]: the whole
+# benchmark. full: 4 rounds of 5 s points on rxe and siw (an even number: each driver goes first as
+# often; with the guest's clock counting instructions, 5 s points repeat within ~1%); quick: 1
+# round of 2 s points on rxe. The profiled runs last runtime seconds unless profile_runtime says
+# otherwise (a longer one gives the transport's small share of the samples a finer resolution).
 bench_main() {
 	local mode=${1:-full} rounds=4 fabrics="rxe siw" rt=5 a f r d nqn t0=$SECONDS n want
 	[ $# -eq 0 ] || shift
 	[ "$mode" = quick ] && { rounds=1 fabrics=rxe rt=2; }
+	BENCH_PROFILE_RT=
 	for a in "$@"; do
 		case "$a" in
 		rounds=*) rounds=${a#*=};; runtime=*) rt=${a#*=};; fabrics=*) fabrics=${a#*=}; fabrics=${fabrics//,/ };;
+		profile_runtime=*) BENCH_PROFILE_RT=${a#*=};;
 		*) fail "unknown bench argument '$a'"; return 1;;
 		esac
 	done
 	rm -rf "$BENCH_OUT"; mkdir -p "$BENCH_OUT" && : >"$BENCH_OUT/results.jsonl" && : >"$BENCH_OUT/profiles.jsonl" || return 1
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" runtime_s "$rt" \
+		profile_runtime_s "${BENCH_PROFILE_RT:-$rt}" \
 		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$BENCH_WORKLOADS" \
 		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" date "$(date -u +%FT%TZ)" >"$BENCH_OUT/meta.json"
 	for f in $fabrics; do

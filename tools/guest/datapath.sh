@@ -252,7 +252,7 @@ dp_wrap() {
 t_dp_setup() {
 	local f=$1 s
 	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
-	target_subsys_add "$DP_NQN-$f-a" mem:64 >/dev/null &&
+	target_subsys_add "$DP_NQN-$f-a" dmem:64 >/dev/null &&
 		target_subsys_add "$DP_NQN-$f-b" mem:16 >/dev/null &&
 		target_subsys_add "$DP_NQN-$f-fs" mem:64 >/dev/null || return 1
 	for s in a b fs; do target_subsys_link "$DP_NQN-$f-$s" "$f" || return 1; done
@@ -485,8 +485,8 @@ dp_mr_phase() {
 	[ $((drem + dloc)) -ge $dm ] || { fail "$3: $dm registrations but only $((drem + dloc)) invalidations"; return 1; }
 }
 
-# t_dp_stats FABRIC: rnvme_rdma's counters prove small writes go in-capsule and large I/O through
-# fast registration, writes and reads each measured on their own.
+# t_dp_stats FABRIC: rnvme_rdma's counters prove small writes (and a discard's range list) go
+# in-capsule and large I/O through fast registration, writes and reads each measured on their own.
 t_dp_stats() {
 	local f=$1 nqn=$DP_NQN-$1-a c ns k v i out
 	local s0_no_data s0_inline_writes s0_mr_registrations s0_remote_invalidations s0_local_invalidations s0_polled_completions
@@ -518,6 +518,24 @@ t_dp_stats() {
 	[ $di -ge 256 ] || { fail "inline_writes rose by $di, expected >= 256"; return 1; }
 	[ $dm -le 8 ] || { fail "mr_registrations rose by $dm during 4 KiB writes (at most 8 expected)"; return 1; }
 	[ $dn -ge 4 ] || { fail "no_data rose by $dn, expected >= 4 (flushes)"; return 1; }
+	# A discard is a Dataset Management command whose data is the core's list of ranges (16 B
+	# each), a special payload (RQF_SPECIAL_PAYLOAD) rather than the request's bios: one segment
+	# of 16 B, a write, so it goes in-capsule. Discard the first half of 1 MiB of data: it reads
+	# back as zeros (the namespace's null_blk frees discarded blocks), the second half intact,
+	# and the one DSM counted in inline_writes (nothing else writes meanwhile: a wrong segment
+	# count would send no data, a payload of the request's 512 KiB an MR).
+	head -c $((1 << 20)) /dev/urandom >/tmp/dp-pdsm
+	dp_put "$ns" $((60 << 20)) /tmp/dp-pdsm 64k && dp_settle && dp_stats s1 || return 1
+	timeout 60 blkdiscard -o $((60 << 20)) -l $((512 << 10)) "$ns" ||
+		{ fail "blkdiscard of 512 KiB at 60 MiB failed"; return 1; }
+	dp_stats s2 || return 1
+	di=$((s2_inline_writes - s1_inline_writes))
+	info "blkdiscard 512 KiB: inline_writes +$di, mr_registrations +$((s2_mr_registrations - s1_mr_registrations))"
+	[ $di -ge 1 ] || { fail "the discard did not go in-capsule (inline_writes +$di)"; return 1; }
+	head -c $((512 << 10)) /dev/zero >/tmp/dp-pzero && tail -c $((512 << 10)) /tmp/dp-pdsm >/tmp/dp-phalf &&
+		dp_check "$ns" $((60 << 20)) /tmp/dp-pzero 64k && dp_check "$ns" $((60 << 20 | 512 << 10)) /tmp/dp-phalf 64k ||
+		{ fail "after the discard: the first half is not zeros, or the second half changed"; return 1; }
+	dp_stats s1 || return 1
 	# N x 1 MiB direct writes, then N x 1 MiB direct reads, each phase measured on its own (the
 	# counters are snapshot after each, once nothing moves any more).
 	#
@@ -703,9 +721,9 @@ dp_group_one() {
 		run_test "$p: bad input: nothing listening at the address" dp_wrap t_dp_bad "$f" no_listener
 		on_fabric "$f" siw && run_test "$p: bad input: queue size 2048 refused, 1024 clamped" dp_wrap t_dp_bad "$f" queue_size
 		if [ "$d" = rnvme ]; then
-			run_test "$p: small writes inline, large I/O fast-registered (stats)" dp_wrap t_dp_stats "$f"
+			run_test "$p: small writes and a discard's ranges inline, large I/O fast-registered (stats)" dp_wrap t_dp_stats "$f"
 		else
-			tap_skip "$p: small writes inline, large I/O fast-registered (stats)" "rnvme_rdma counters (driver=rnvme)"
+			tap_skip "$p: small writes and a discard's ranges inline, large I/O fast-registered (stats)" "rnvme_rdma counters (driver=rnvme)"
 		fi
 		run_test "$p: connect -W 1 -P 1: write and poll queues, polled I/O verified" dp_wrap t_dp_poll "$f"
 		on_fabric "$f" rxe && run_test "$p: multiple controllers, two subsystems, I/O on each" dp_wrap t_dp_multi "$f"

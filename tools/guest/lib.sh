@@ -81,16 +81,17 @@ target_port_up() {
 	target_subsys_link nqn.2026-11.io.rnvme:anchor "$f" || return 1
 }
 
-# target_subsys_add NQN [null|file[:SIZE_MB]|mem[:SIZE_MB]]: a subsystem open to any host with
+# target_subsys_add NQN [null|file|mem|dmem[:SIZE_MB]]: a subsystem open to any host with
 # namespace 1. null = null_blk (discards writes: speed only); file = a file on tmpfs (4 KiB
-# blocks); mem = memory-backed null_blk (512 B blocks, keeps data). Default mem:256.
+# blocks); mem = memory-backed null_blk (512 B blocks, keeps data); dmem = mem that also takes
+# discards (discarded blocks read back as zeros). Default mem:256.
 target_subsys_add() {
 	local nqn=$1 kind=${2:-mem:256} s=$NVMET/subsystems/$1 size dev
 	size=${kind#*:}; [ "$size" = "$kind" ] && size=256
 	[ -d "$s" ] && return 0
 	mkdir "$s" && echo 1 >"$s/attr_allow_any_host" || { fail "cannot create subsystem $nqn"; return 1; }
 	case "${kind%%:*}" in
-	null|mem)
+	null|mem|dmem)
 		modprobe null_blk nr_devices=0 || { fail "cannot load null_blk"; return 1; }
 		# null_blk names the disk after the configfs directory (at most 31 characters).
 		local name
@@ -98,6 +99,7 @@ target_subsys_add() {
 		local n=/sys/kernel/config/nullb/$name
 		mkdir "$n" && echo "$size" >"$n/size" && echo 512 >"$n/blocksize" &&
 			{ [ "${kind%%:*}" = null ] || echo 1 >"$n/memory_backed"; } &&
+			{ [ "${kind%%:*}" != dmem ] || echo 1 >"$n/discard"; } &&
 			echo 1 >"$n/power" || { fail "cannot create null_blk device"; return 1; }
 		dev=/dev/$name
 		# devtmpfs creates the node asynchronously.

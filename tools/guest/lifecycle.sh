@@ -190,7 +190,7 @@ group_datapath_quick() {
 		run_test "$p: setup: $f, nvmet-rdma, rnvme_rdma loaded" dp_wrap t_dp_setup "$f"
 		run_test "$p: connect with defaults" dp_wrap t_dp_connect "$f"
 		run_test "$p: fio crc32c verify, 512 B-1 MiB, iodepth 1/32, 2 jobs" dp_wrap t_dp_fio "$f"
-		run_test "$p: small writes inline, large I/O fast-registered (stats)" dp_wrap t_dp_stats "$f"
+		run_test "$p: small writes and a discard's ranges inline, large I/O fast-registered (stats)" dp_wrap t_dp_stats "$f"
 		run_test "$p: bad input: wrong NQN" dp_wrap t_dp_bad "$f" wrong_nqn
 		run_test "$p: teardown: subsystems removed, driver unloads" dp_wrap t_dp_teardown "$f"
 	done
