@@ -62,13 +62,15 @@ on_fabric() {
 		[[ " ${DP_FABRICS//,/ } " != *" $2 "* ]]
 }
 
-# target_port_up FABRIC: an nvmet-rdma port listening on the fabric's address, port 4420.
+# target_port_up FABRIC [NQN...]: an nvmet-rdma port listening on the fabric's address, port 4420,
+# exposing the subsystems NQN...
 # Ports stay up for the whole boot and always keep the "anchor" subsystem linked: removing an
 # nvmet-rdma port after I/O queues connected triggers a lockdep report inside the target
 # (nvmet_config_sem vs the rdma_cm handler mutex, see Documentation/testing.rst), which would
 # switch lockdep off for the rest of the boot.
 target_port_up() {
-	local f=$1 id=${FABRIC_PORT_ID[$1]} p
+	local f=$1 id=${FABRIC_PORT_ID[$1]} p n
+	shift
 	modprobe nvmet && modprobe nvmet-rdma || { fail "cannot load nvmet-rdma"; return 1; }
 	p=$NVMET/ports/$id
 	if [ ! -d "$p" ]; then
@@ -77,6 +79,11 @@ target_port_up() {
 		echo "${FABRIC_ADDR[$f]}" >"$p/addr_traddr" && echo $TRSVCID >"$p/addr_trsvcid" ||
 			{ fail "cannot configure nvmet port $id"; return 1; }
 	fi
+	# nvmet starts listening on the port's first subsystem link: the given subsystems are linked
+	# before the anchor, so that no host connects while the port lacks them (a Connect to a
+	# subsystem the port does not expose is refused with DNR, and the host then deletes its
+	# controller).
+	for n in "$@"; do target_subsys_link "$n" "$f" || return 1; done
 	target_subsys_add nqn.2026-11.io.rnvme:anchor null >/dev/null || return 1
 	target_subsys_link nqn.2026-11.io.rnvme:anchor "$f" || return 1
 }

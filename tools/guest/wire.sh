@@ -25,7 +25,7 @@ wire_port_down() {
 		rm -f \$p/subsystems/* && rmdir \$p
 	EOF
 }
-wire_port_up() { echo "target_port_up $1 && target_subsys_link $2 $1" | target_run 60; }
+wire_port_up() { echo "target_port_up $1 $2" | target_run 60; }
 
 # wire_fio NAME SIZE_MB RATE: in the background (pid in WIRE_FIO): 4 KiB random writes at
 # queue depth 8 over SIZE_MB of $DP_NS, capped at RATE (fio --rate: the write phase lasts
@@ -264,7 +264,7 @@ flap_round() {
 		target_run 60 <<-EOF || { fail "cannot re-create the target"; return 1; }
 			modprobe nvmet-rdma && s=\$NVMET/subsystems/$nqn && mkdir \$s && echo 1 >\$s/attr_allow_any_host &&
 			mkdir \$s/namespaces/1 && echo $uuid >\$s/namespaces/1/device_uuid && echo -n /dev/rn_\$(echo "${nqn##*:}" | tr -c 'a-zA-Z0-9\n' '_' | cut -c1-28) >\$s/namespaces/1/device_path &&
-			echo 1 >\$s/namespaces/1/enable && target_port_up $f && target_subsys_link $nqn $f
+			echo 1 >\$s/namespaces/1/enable && target_port_up $f $nqn
 		EOF
 	fi
 	wire_live "$c" 60
