@@ -6,8 +6,64 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/linux/scatterlist.h`](srctree/include/linux/scatterlist.h)
 
-use crate::bindings::raw;
+use super::mq::{MqOps, Request};
+use crate::bindings::{raw, to_result};
+use crate::rdma::Device;
 use kernel::prelude::*;
+
+/// Mapping a request's command and data (`queue_rq`'s first steps, `nvme_rdma_map_data`).
+impl<M: MqOps> Request<M> {
+    /// DMA-maps the submission queue entry for `dev`; dropping the mapping unmaps it.
+    pub(crate) fn map_cmd(&self, dev: &Device) -> Result<MappedCmd> {
+        let mut dma = 0u64;
+        // SAFETY: the command buffer lives in the PDU, which does not move while the tag set
+        // lives; 64 bytes are mapped to the device; `dma` is writable.
+        to_result(unsafe {
+            raw::rnvme_ib_dma_map_single(
+                dev.as_raw(),
+                (*self.pdu()).cmd.get().cast(),
+                64,
+                raw::dma_data_direction::DMA_TO_DEVICE.0,
+                &mut dma,
+            )
+        })?;
+        // INVARIANT: `dma` maps the command to `dev`; the caller keeps the device (its queue's
+        // device context) until it dropped the mapping.
+        Ok(MappedCmd {
+            dma,
+            dev: dev.as_raw(),
+        })
+    }
+
+    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`; dropping the
+    /// mapping unmaps and frees it.
+    #[inline(always)]
+    pub(crate) fn map_data(&self, dev: &Device) -> Result<MappedSg> {
+        // SAFETY: an all-zero sg_table is the empty table.
+        let mut table: raw::sg_table = unsafe { core::mem::zeroed() };
+        let mut dir: i32 = 0;
+        // SAFETY: the tag set's `cmd_size` (`Pdu::cmd_size`) reserves `INLINE_SG` bytes right
+        // after the PDU, suitably aligned (asserted there), for this request alone.
+        let first = unsafe { self.pdu().add(1).cast::<raw::scatterlist>() };
+        // (`first` has room for `RNVME_INLINE_SG_CNT` entries that no other mapping of this
+        // request uses: one mapping per use of the request, released before the next.)
+        // SAFETY: the request is owned by the caller and has data segments; `table`, `dir` are
+        // writable; `dev` is a registered device; `first` is this request's alone (above).
+        let n = unsafe {
+            raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir, first)
+        };
+        to_result(n)?;
+        // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev` in direction
+        // `dir`; the caller keeps the device (its queue's device context) until it dropped the
+        // mapping.
+        Ok(MappedSg {
+            table,
+            nents: n,
+            dev: dev.as_raw(),
+            dir,
+        })
+    }
+}
 
 /// The DMA mapping of a request's submission queue entry, unmapped when dropped.
 ///
@@ -90,7 +146,9 @@ impl MappedSg {
     }
 
     /// The DMA entries as (bus address, length): `for_each_sg` with `sg_dma_address` and
-    /// `sg_dma_len`, read here rather than through three calls per entry.
+    /// `sg_dma_len`, read here rather than through three calls per entry. (Not
+    /// `kernel::scatterlist::SGTable::iter`: it makes those three calls, out of line, and walks
+    /// the table's CPU entries, where the count that matters is the DMA-mapped one.)
     #[inline]
     pub(crate) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         let mut sg = self.table.sgl;

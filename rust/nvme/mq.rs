@@ -7,15 +7,9 @@
 //! C headers: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h),
 //! [`drivers/nvme/host/nvme.h`](srctree/drivers/nvme/host/nvme.h)
 
-use super::{
-    ctrl::{Controller, CtrlOps},
-    mapping::{MappedCmd, MappedSg},
-};
-use crate::bindings::{raw, to_result};
-use crate::rdma::{
-    qp::{Cqe, CqeDone, HasCqe, Wc},
-    Device,
-};
+use super::ctrl::{Controller, CtrlOps};
+use crate::bindings::raw;
+use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Wc};
 use core::marker::PhantomData;
 use kernel::{prelude::*, types::Opaque};
 
@@ -50,7 +44,7 @@ pub(crate) enum TimeoutAction {
 pub(crate) struct Pdu<M: MqOps> {
     nreq: Opaque<raw::nvme_request>,
     /// The submission queue entry the core builds the command in (`nvme_req(rq)->cmd`).
-    cmd: Opaque<raw::nvme_command>,
+    pub(super) cmd: Opaque<raw::nvme_command>,
     /// Completion entries of the request's SEND, memory registration and local invalidation.
     send_cqe: Cqe,
     reg_cqe: Cqe,
@@ -211,7 +205,8 @@ impl<M: MqOps> Request<M> {
         self.0.get()
     }
 
-    fn pdu(&self) -> *mut Pdu<M> {
+    /// The request's PDU (also used by `mapping`, which maps the command and data in it).
+    pub(super) fn pdu(&self) -> *mut Pdu<M> {
         // `blk_mq_rq_to_pdu` (`rq + 1`), computed here rather than called on every access.
         // SAFETY: the request is valid (type invariant) and blk-mq allocates its PDU right after
         // it, so the address one `struct request` further is inside the same allocation.
@@ -289,16 +284,11 @@ impl<M: MqOps> Request<M> {
     /// a live controller takes everything, here without a call; any other state asks the core).
     #[inline]
     pub(crate) fn check_ready(&self, queue_live: bool) -> bool {
-        // SAFETY: the request is valid and its `nvme_request` was set up by `init_request_cb`.
-        let ctrl = unsafe { (*self.nreq()).ctrl };
-        // SAFETY: `ctrl` is the live controller owning the tag set; a volatile load of the
-        // aligned 4-byte field is `nvme_ctrl_state()`'s `READ_ONCE(ctrl->state)`.
-        let state = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*ctrl).state)) };
-        if state == raw::nvme_ctrl_state_NVME_CTRL_LIVE {
+        if self.ctrl().nvme().state() == super::State::Live {
             return true;
         }
-        // SAFETY: as above; the helper is `nvme_check_ready` itself.
-        unsafe { raw::rnvme_nvme_check_ready(ctrl, self.as_raw(), queue_live) }
+        // SAFETY: the request is valid and its `nvme_request` was set up by `init_request_cb`.
+        unsafe { raw::rnvme_nvme_check_ready((*self.nreq()).ctrl, self.as_raw(), queue_live) }
     }
 
     /// Fails (or requeues) a request that is not ready (`nvme_fail_nonready_command`).
@@ -341,28 +331,6 @@ impl<M: MqOps> Request<M> {
         // blk-mq hands a started request to one owner at a time.
         let cmd = unsafe { &mut *(*self.pdu()).cmd.get().cast::<[u8; 64]>() };
         f(cmd)
-    }
-
-    /// DMA-maps the submission queue entry for `dev`; dropping the mapping unmaps it.
-    pub(crate) fn map_cmd(&self, dev: &Device) -> Result<MappedCmd> {
-        let mut dma = 0u64;
-        // SAFETY: the command buffer lives in the PDU, which does not move while the tag set
-        // lives; 64 bytes are mapped to the device; `dma` is writable.
-        to_result(unsafe {
-            raw::rnvme_ib_dma_map_single(
-                dev.as_raw(),
-                (*self.pdu()).cmd.get().cast(),
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-                &mut dma,
-            )
-        })?;
-        // INVARIANT: `dma` maps the command to `dev`; the caller keeps the device (its queue's
-        // device context) until it dropped the mapping.
-        Ok(MappedCmd {
-            dma,
-            dev: dev.as_raw(),
-        })
     }
 
     /// Whether the request's data is a special payload (`RQF_SPECIAL_PAYLOAD`: a discard's range
@@ -417,35 +385,6 @@ impl<M: MqOps> Request<M> {
     pub(crate) fn cid(&self) -> u16 {
         // SAFETY: the request is valid and set up (type invariant).
         unsafe { raw::rnvme_nvme_cid(self.as_raw()) }
-    }
-
-    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`; dropping the
-    /// mapping unmaps and frees it.
-    #[inline(always)]
-    pub(crate) fn map_data(&self, dev: &Device) -> Result<MappedSg> {
-        // SAFETY: an all-zero sg_table is the empty table.
-        let mut table: raw::sg_table = unsafe { core::mem::zeroed() };
-        let mut dir: i32 = 0;
-        // SAFETY: the tag set's `cmd_size` (`Pdu::cmd_size`) reserves `INLINE_SG` bytes right
-        // after the PDU, suitably aligned (asserted there), for this request alone.
-        let first = unsafe { self.pdu().add(1).cast::<raw::scatterlist>() };
-        // (`first` has room for `RNVME_INLINE_SG_CNT` entries that no other mapping of this
-        // request uses: one mapping per use of the request, released before the next.)
-        // SAFETY: the request is owned by the caller and has data segments; `table`, `dir` are
-        // writable; `dev` is a registered device; `first` is this request's alone (above).
-        let n = unsafe {
-            raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir, first)
-        };
-        to_result(n)?;
-        // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev` in direction
-        // `dir`; the caller keeps the device (its queue's device context) until it dropped the
-        // mapping.
-        Ok(MappedSg {
-            table,
-            nents: n,
-            dev: dev.as_raw(),
-            dir,
-        })
     }
 }
 

@@ -90,6 +90,7 @@ impl NvmeCtrl {
     }
 
     /// The current state.
+    #[inline]
     pub(crate) fn state(&self) -> State {
         // SAFETY: the controller is initialised (type invariant); a volatile load of the aligned
         // 4-byte field is `nvme_ctrl_state()`'s `READ_ONCE(ctrl->state)`.
