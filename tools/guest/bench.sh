@@ -76,7 +76,7 @@ BENCH_PROFILE_PERIOD_NS=250000
 bench_profile() {
 	local d=$1 f=$2 w=$3 dev=$4 rt=$5 j pid
 	j=$BENCH_OUT/prof-$f-$d-$w
-	python3 "$RNVME_PROJECT/tools/guest/profile.py" "$j.json" "$BENCH_PROFILE_PERIOD_NS" 2>"$j.err" &
+	python3 "$RNVME_PROJECT/tools/guest/profile.py" "$j.json" "$BENCH_PROFILE_PERIOD_NS" nvme_rdma,rnvme_rdma 2>"$j.err" &
 	pid=$!
 	wait_for 20 test -e "$j.json.ready" || { kill "$pid"; fail "$d/$f/$w: the sampler did not start: $(head -c 300 "$j.err")"; return 1; }
 	bench_fio "$w" "$dev" "$rt" "$j.fio" || { kill "$pid"; fail "$d/$f/$w: fio failed under the sampler"; return 1; }
@@ -91,10 +91,12 @@ if ios <= 0:
     sys.exit("no I/O completed")
 mod = {"c": "nvme_rdma", "rnvme": "rnvme_rdma"}[drv]
 top = {k: v for k, v in p["symbols"].items() if k.endswith(f"[{mod}]")}
+# The samples per instruction of the transport's symbols (tools/bench-annotate).
+offsets = {k: v for k, v in p["offsets"].items() if k.endswith(f"[{mod}]")}
 print(json.dumps({"fabric": fab, "driver": drv, "workload": wl, "ios": ios, "period_ns": p["period_ns"],
                   "kernel": p["kernel"], "user": p["user"], "lost": p["lost"], "modules": p["modules"],
                   "transport": mod, "transport_symbols": dict(list(top.items())[:15]),
-                  "top_symbols": dict(list(p["symbols"].items())[:15])}))
+                  "top_symbols": dict(list(p["symbols"].items())[:15]), "transport_offsets": offsets}))
 EOF
 		{ fail "$d/$f/$w: no profile in $j.json"; return 1; }
 	rm -f "$j.json" "$j.fio" "$j.err"

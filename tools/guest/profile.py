@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: GPL-2.0
 """Where the guest's work goes: a whole-guest sampling profile without the perf tool.
 
-    profile.py OUT.json PERIOD_NS
+    profile.py OUT.json PERIOD_NS [MODULE,...]
 
 Samples every online CPU with the software cpu-clock event (perf_event_open, one event per CPU,
 idle excluded) until SIGTERM or SIGINT, then resolves the kernel samples against /proc/kallsyms
 and writes OUT.json: the period, the number of samples (kernel, user, lost), the samples per
-kernel module ("vmlinux" for the core kernel) and per kernel symbol ("name [module]").
+kernel module ("vmlinux" for the core kernel) and per kernel symbol ("name [module]"), and for
+the symbols of the MODULEs named, the samples per instruction ("offsets": symbol -> offset in
+bytes from its start -> samples; tools/bench-annotate puts them beside the disassembly).
 
 Under `make bench --icount` (the default) the guest's clock counts instructions, so a sample is
 taken every PERIOD_NS / 2^shift instructions a CPU executes: samples x period is the guest time
@@ -112,6 +114,7 @@ def kallsyms():
 
 def main():
     out, period = sys.argv[1], int(sys.argv[2])
+    annotate = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[3] else set()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     rings = [Ring(libc, c, period) for c in online_cpus()]
@@ -134,16 +137,20 @@ def main():
         libc.ioctl(r.fd, ctypes.c_ulong(IOC_DISABLE), ctypes.c_ulong(0))
         r.drain(ips, counts)
     addrs, names = kallsyms()
-    sym, mod = {}, {}
+    sym, mod, offs = {}, {}, {}
     for ip, n in ips.items():
         i = bisect.bisect_right(addrs, ip) - 1
         name = names[i] if i >= 0 else "? [unknown]"
         sym[name] = sym.get(name, 0) + n
         m = name.rsplit(" ", 1)[-1].strip("[]")
         mod[m] = mod.get(m, 0) + n
+        if m in annotate:
+            o = offs.setdefault(name, {})
+            o[ip - addrs[i]] = o.get(ip - addrs[i], 0) + n
     json.dump({"period_ns": period, "kernel": sum(ips.values()), "user": counts["user"],
                "lost": counts["lost"], "modules": mod,
-               "symbols": dict(sorted(sym.items(), key=lambda kv: -kv[1]))}, open(out, "w"))
+               "symbols": dict(sorted(sym.items(), key=lambda kv: -kv[1])),
+               "offsets": {k: dict(sorted(v.items())) for k, v in offs.items()}}, open(out, "w"))
     os.unlink(out + ".ready")
 
 
