@@ -22,6 +22,8 @@ MODULE_VERSION("0.1.0");
 /* Values the Rust side hard-codes because bindgen cannot evaluate the macros. */
 static_assert((__force u8)BLK_STS_RESOURCE == 9);
 static_assert((__force u8)BLK_STS_IOERR == 10);
+/* Request::setup_and_start tests REQ_DRV for nvme_start_request's REQ_NVME_MPATH. */
+static_assert(REQ_NVME_MPATH == REQ_DRV);
 
 void rnvme_nvme_get_ctrl(struct nvme_ctrl *ctrl)
 {
@@ -94,11 +96,6 @@ struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp)
 /* fail_function can make the MR pool look empty (returns NULL). */
 ALLOW_ERROR_INJECTION(rnvme_ib_mr_pool_get, NULL);
 
-int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr)
-{
-	return ib_post_recv(qp, wr, NULL);
-}
-
 int rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir, u64 *dma)
 {
 	*dma = ib_dma_map_single(dev, addr, size, dir);
@@ -167,16 +164,6 @@ void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir)
 	sg_free_table_chained(sgt, RNVME_INLINE_SG_CNT);
 }
 
-int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents)
-{
-	int nr = ib_map_mr_sg(mr, sg, nents, NULL, SZ_4K);
-
-	if (nr < nents)
-		return nr < 0 ? nr : -EINVAL;
-	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
-	return 0;
-}
-
 bool rnvme_rq_is_passthrough(struct request *rq)
 {
 	return blk_rq_is_passthrough(rq);
@@ -190,15 +177,6 @@ struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id)
 bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live)
 {
 	return nvme_check_ready(ctrl, rq, queue_live);
-}
-
-blk_status_t rnvme_nvme_setup_start(struct request *rq)
-{
-	blk_status_t ret = nvme_setup_cmd(rq->q->queuedata, rq);
-
-	if (ret == BLK_STS_OK)
-		nvme_start_request(rq);
-	return ret;
 }
 
 u16 rnvme_nvme_cid(struct request *rq)

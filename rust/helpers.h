@@ -40,7 +40,6 @@ struct ib_cq;
 struct ib_qp;
 struct ib_mr;
 struct ib_send_wr;
-struct ib_recv_wr;
 struct ib_pd *rnvme_ib_alloc_pd(struct ib_device *dev, unsigned int flags);
 void rnvme_ib_dealloc_pd(struct ib_pd *pd);
 struct ib_cq *rnvme_ib_alloc_cq(struct ib_device *dev, void *private, int nr_cqe,
@@ -49,7 +48,6 @@ int rnvme_ib_destroy_qp(struct ib_qp *qp);
 int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 /* ib_mr_pool_get() on the QP's rdma_mrs pool, out of line for fault injection. */
 struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp);
-int rnvme_ib_post_recv(struct ib_qp *qp, const struct ib_recv_wr *wr);
 /* ib_dma_map_single() into *@dma; -ENOMEM if ib_dma_mapping_error() says it failed. */
 int rnvme_ib_dma_map_single(struct ib_device *dev, void *addr, size_t size, int dir, u64 *dma);
 void rnvme_ib_dma_unmap_single(struct ib_device *dev, u64 addr, size_t size, int dir);
@@ -79,15 +77,11 @@ struct nvme_command;
 int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir,
 		      struct scatterlist *first_chunk);
 void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir);
-/* ib_map_mr_sg() on 4 KiB pages, then a new rkey (ib_update_fast_reg_key(ib_inc_rkey())). */
-int rnvme_ib_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int nents);
 bool rnvme_rq_is_passthrough(struct request *rq);
 struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id);
 void rnvme_tagset_abort(struct blk_mq_tag_set *set, int hctx_idx);
 /* The slow path of nvme_check_ready() (the caller tested for NVME_CTRL_LIVE). */
 bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live);
-/* nvme_setup_cmd(), then nvme_start_request() if it succeeded. */
-blk_status_t rnvme_nvme_setup_start(struct request *rq);
 u16 rnvme_nvme_cid(struct request *rq);
 void rnvme_nvmf_complete_timed_out_request(struct request *rq);
 u32 rnvme_nvmf_nr_io_queues(struct nvmf_ctrl_options *opts);

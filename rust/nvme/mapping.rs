@@ -14,19 +14,29 @@ use kernel::prelude::*;
 /// Mapping a request's command and data (`queue_rq`'s first steps, `nvme_rdma_map_data`).
 impl<M: MqOps> Request<M> {
     /// DMA-maps the submission queue entry for `dev`; dropping the mapping unmaps it.
+    #[inline(always)]
     pub(crate) fn map_cmd(&self, dev: &Device) -> Result<MappedCmd> {
-        let mut dma = 0u64;
         // SAFETY: the command buffer lives in the PDU, which does not move while the tag set
-        // lives; 64 bytes are mapped to the device; `dma` is writable.
-        to_result(unsafe {
-            raw::rnvme_ib_dma_map_single(
-                dev.as_raw(),
-                (*self.pdu()).cmd.get().cast(),
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-                &mut dma,
-            )
-        })?;
+        // lives.
+        let addr = unsafe { (*self.pdu()).cmd.get() };
+        let dma = if dev.uses_virt_dma() {
+            // `ib_dma_map_single` of a software device: the kernel address itself.
+            addr.addr() as u64
+        } else {
+            let mut dma = 0u64;
+            // SAFETY: `addr` is the request's 64-byte command (above), mapped to the device;
+            // `dma` is writable.
+            to_result(unsafe {
+                raw::rnvme_ib_dma_map_single(
+                    dev.as_raw(),
+                    addr.cast(),
+                    64,
+                    raw::dma_data_direction::DMA_TO_DEVICE.0,
+                    &mut dma,
+                )
+            })?;
+            dma
+        };
         // INVARIANT: `dma` maps the command to `dev`; the caller keeps the device (its queue's
         // device context) until it dropped the mapping.
         Ok(MappedCmd {
@@ -35,13 +45,23 @@ impl<M: MqOps> Request<M> {
         })
     }
 
-    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`; dropping the
-    /// mapping unmaps and frees it.
+    /// Builds a scatterlist of the request's data and DMA-maps it for `dev`, in `slot`: the
+    /// request's own slot, where the mapping stays until the request's use ends, so the table is
+    /// written there by the C helper rather than built elsewhere and moved. Dropping the mapping
+    /// unmaps and frees it. On error the slot holds an empty mapping, whose drop does nothing.
     #[inline(always)]
-    pub(crate) fn map_data(&self, dev: &Device) -> Result<MappedSg> {
-        // SAFETY: an all-zero sg_table is the empty table.
-        let mut table: raw::sg_table = unsafe { core::mem::zeroed() };
-        let mut dir: i32 = 0;
+    pub(crate) fn map_data_into<'a>(
+        &self,
+        dev: &Device,
+        slot: &'a mut Option<MappedSg>,
+    ) -> Result<&'a MappedSg> {
+        let sg = slot.insert(MappedSg {
+            // SAFETY: an all-zero sg_table is the empty table.
+            table: unsafe { core::mem::zeroed() },
+            nents: 0,
+            dev: dev.as_raw(),
+            dir: 0,
+        });
         // SAFETY: the tag set's `cmd_size` (`Pdu::cmd_size`) reserves `INLINE_SG` bytes right
         // after the PDU, suitably aligned (asserted there), for this request alone.
         let first = unsafe { self.pdu().add(1).cast::<raw::scatterlist>() };
@@ -50,18 +70,20 @@ impl<M: MqOps> Request<M> {
         // SAFETY: the request is owned by the caller and has data segments; `table`, `dir` are
         // writable; `dev` is a registered device; `first` is this request's alone (above).
         let n = unsafe {
-            raw::rnvme_map_rq_data(self.as_raw(), dev.as_raw(), &mut table, &mut dir, first)
+            raw::rnvme_map_rq_data(
+                self.as_raw(),
+                dev.as_raw(),
+                &mut sg.table,
+                &mut sg.dir,
+                first,
+            )
         };
+        // INVARIANT: on success `table` is allocated and mapped with `n > 0` DMA entries on `dev`
+        // in direction `dir`; on error the helper freed it and `nents` stays 0 (empty). The
+        // caller keeps the device (its queue's device context) until it dropped the mapping.
+        sg.nents = n.max(0);
         to_result(n)?;
-        // INVARIANT: `table` is allocated and mapped with `n` DMA entries on `dev` in direction
-        // `dir`; the caller keeps the device (its queue's device context) until it dropped the
-        // mapping.
-        Ok(MappedSg {
-            table,
-            nents: n,
-            dev: dev.as_raw(),
-            dir,
-        })
+        Ok(sg)
     }
 }
 
@@ -86,8 +108,19 @@ impl MappedCmd {
         self.dma
     }
 
+    /// Whether `dev` is a software device (`ib_uses_virt_dma`): nothing to sync or unmap.
+    #[inline(always)]
+    fn virt(&self) -> bool {
+        // SAFETY: `dev` is registered while the mapping exists (type invariant).
+        unsafe { Device::from_raw(self.dev) }.uses_virt_dma()
+    }
+
     /// Hands the command to the device after the CPU wrote it.
+    #[inline(always)]
     pub(crate) fn sync_for_device(&self) {
+        if self.virt() {
+            return;
+        }
         // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant).
         unsafe {
             raw::rnvme_ib_dma_sync_single_for_device(
@@ -101,7 +134,11 @@ impl MappedCmd {
 }
 
 impl Drop for MappedCmd {
+    #[inline]
     fn drop(&mut self) {
+        if self.virt() {
+            return;
+        }
         // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant); the owner
         // drops the mapping when the device no longer reads the command (the request's use ended,
         // or its SEND was never posted).
@@ -121,8 +158,9 @@ impl Drop for MappedCmd {
 ///
 /// # Invariants
 ///
-/// `table` is allocated (`sg_alloc_table_chained` with the request's inline entries as the first
-/// chunk) and mapped on `dev` in direction `dir` with `nents` DMA entries; `dev` stays registered
+/// Unless `nents` is 0 (an empty mapping: nothing mapped), `table` is allocated
+/// (`sg_alloc_table_chained` with the request's inline entries as the first chunk) and mapped on
+/// `dev` in direction `dir` with `nents` DMA entries; `dev` stays registered
 /// and the request's PDU stays allocated until the mapping is dropped (the queue that mapped it
 /// keeps its device context until its requests ended, and the mapping is kept in the request and
 /// released when the request ends, before the tag set can go).
@@ -169,6 +207,7 @@ impl MappedSg {
     }
 
     /// Maps the entries onto `mr` for a fast registration.
+    #[inline(always)]
     pub(crate) fn register(&self, mr: &mut crate::rdma::qp::Mr) -> Result {
         mr.map(self.table.sgl, self.nents)
     }
@@ -198,10 +237,22 @@ unsafe fn sg_next(sg: *mut raw::scatterlist) -> *mut raw::scatterlist {
 }
 
 impl Drop for MappedSg {
+    #[inline]
     fn drop(&mut self) {
-        // SAFETY: `table` is mapped on `dev` in direction `dir` (type invariant) and `dev` is
-        // registered; the owner drops the mapping when the device no longer accesses the data
-        // (the request's use ended, or it was never posted).
+        if self.nents == 0 {
+            return;
+        }
+        // SAFETY: `dev` is registered while the mapping exists (type invariant).
+        if unsafe { Device::from_raw(self.dev) }.uses_virt_dma() {
+            // `ib_dma_unmap_sg` of a software device does nothing: only the table is freed.
+            // SAFETY: `table` was allocated with the request's inline entries as its first chunk
+            // of `RNVME_INLINE_SG_CNT` (type invariant, `nents > 0`) and is freed once, here.
+            unsafe { raw::sg_free_table_chained(&mut self.table, raw::RNVME_INLINE_SG_CNT) };
+            return;
+        }
+        // SAFETY: `table` is mapped on `dev` in direction `dir` (type invariant, `nents > 0`) and
+        // `dev` is registered; the owner drops the mapping when the device no longer accesses the
+        // data (the request's use ended, or it was never posted).
         unsafe { raw::rnvme_unmap_rq_data(self.dev, &mut self.table, self.dir) };
     }
 }

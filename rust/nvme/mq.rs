@@ -297,18 +297,44 @@ impl<M: MqOps> Request<M> {
         BlkStatus(unsafe { raw::nvme_fail_nonready_command((*self.nreq()).ctrl, self.as_raw()) })
     }
 
+    /// The generation of the command identifier (`nvme_req(rq)->genctr`).
+    #[inline]
+    pub(super) fn genctr(&self) -> u16 {
+        // SAFETY: the request's `nvme_request` is valid (type invariant); the core changes the
+        // generation only while it completes the request.
+        u16::from(unsafe { (*self.nreq()).genctr })
+    }
+
     fn nreq(&self) -> *mut raw::nvme_request {
         // SAFETY: the PDU is valid (type invariant); `nreq` is its first field.
         unsafe { (*self.pdu()).nreq.get() }
     }
 
     /// Builds the NVMe command for the request (`nvme_setup_cmd`) and, if that succeeded, marks
-    /// the request started (`nvme_start_request`): one call for the two steps of every I/O.
-    #[inline]
+    /// the request started (`nvme_start_request`, a static inline: done here, calling what it
+    /// calls).
+    #[inline(always)]
     pub(crate) fn setup_and_start(&self) -> BlkStatus {
+        let rq = self.as_raw();
         // SAFETY: the request was handed to `queue_rq` (type invariant); its queue's
         // `queuedata` is the namespace (or null for the admin queues), as nvme_setup_cmd expects.
-        BlkStatus(unsafe { raw::rnvme_nvme_setup_start(self.as_raw()) })
+        let st = BlkStatus(unsafe { raw::nvme_setup_cmd((*(*rq).q).queuedata.cast(), rq) });
+        if st != BlkStatus::OK {
+            return st;
+        }
+        #[cfg(CONFIG_NVME_MULTIPATH)]
+        {
+            // `REQ_NVME_MPATH` is the driver's flag (`REQ_DRV`).
+            const MPATH: raw::blk_opf_t = 1 << raw::req_flag_bits___REQ_DRV;
+            // SAFETY: as above; the flags are fixed while the owner holds the request.
+            if unsafe { (*rq).cmd_flags } & MPATH != 0 {
+                // SAFETY: a multipath request being started, as nvme_start_request does.
+                unsafe { raw::nvme_mpath_start_request(rq) };
+            }
+        }
+        // SAFETY: the request is set up and owned by the caller (`queue_rq`).
+        unsafe { raw::blk_mq_start_request(rq) };
+        st
     }
 
     /// Releases what `setup_and_start` allocated (`nvme_cleanup_cmd`), on a submission failure.

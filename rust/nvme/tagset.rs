@@ -160,7 +160,22 @@ impl<T: CtrlOps> Controller<T> {
             if tags.is_null() {
                 return None;
             }
-            raw::rnvme_nvme_find_rq(tags, command_id)
+            // `nvme_find_rq` (a static inline) read here: the tag's request, whose generation
+            // must be the command identifier's. Anything else goes to the C function, which says
+            // what is wrong (ratelimited) and finds nothing.
+            let tag = u32::from(command_id & 0xfff);
+            let rq = if tag < (*tags).nr_tags {
+                *(*tags).rqs.add(tag as usize)
+            } else {
+                core::ptr::null_mut()
+            };
+            // SAFETY (of `from_raw_pub`): a request of our tag set `M` (the caller names the ops
+            // of its tag sets), valid while the tag set is.
+            if !rq.is_null() && Request::<M>::from_raw_pub(rq).genctr() & 0xf == command_id >> 12 {
+                rq
+            } else {
+                raw::rnvme_nvme_find_rq(tags, command_id)
+            }
         };
         if rq.is_null() {
             None

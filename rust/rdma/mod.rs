@@ -76,6 +76,24 @@ impl Device {
         self.0.get()
     }
 
+    /// Whether the device takes kernel virtual addresses instead of DMA addresses
+    /// (`ib_uses_virt_dma`: software devices such as rxe and siw). The `ib_dma_*` calls are then
+    /// no-ops or identities, which the mappings do here, as C's inlined calls do, instead of
+    /// calling out for each.
+    #[inline(always)]
+    pub(crate) fn uses_virt_dma(&self) -> bool {
+        #[cfg(CONFIG_INFINIBAND_VIRT_DMA)]
+        {
+            // SAFETY: the device is registered (type invariant); `dma_device` is set before
+            // registration and not changed afterwards.
+            unsafe { (*self.0.get()).dma_device.is_null() }
+        }
+        #[cfg(not(CONFIG_INFINIBAND_VIRT_DMA))]
+        {
+            false
+        }
+    }
+
     /// A copy of the device's name, e.g. `eth0_rxe`.
     ///
     /// A copy, because a rename may free the `struct device` name at any time; the fixed

@@ -211,15 +211,23 @@ pub(crate) type Sge = raw::ib_sge;
 ///
 /// The memory described by `sge` and the object containing `cqe` must stay valid until the
 /// completion ran or the QP was drained.
+#[inline(always)]
 pub(super) unsafe fn post_recv(qp: &Qp, cqe: &Cqe, sge: &Sge) -> Result {
     // SAFETY: an all-zero recv WR is valid.
     let mut wr: raw::ib_recv_wr = unsafe { core::mem::zeroed() };
     wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(cqe.as_raw());
     wr.sg_list = core::ptr::from_ref(sge).cast_mut();
     wr.num_sge = 1;
+    let q = qp.as_raw();
+    // `ib_post_recv` (a static inline): the provider's `post_recv`, called here directly.
+    let mut bad: *const raw::ib_recv_wr = core::ptr::null();
+    // SAFETY: the QP is live, so is its device, whose ops are fixed while it is registered.
+    let Some(post) = (unsafe { (*(*q).device).ops.post_recv }) else {
+        return Err(EOPNOTSUPP);
+    };
     // SAFETY: the QP is live; `wr` and `sge` are valid for the call (the provider copies them);
     // the buffer and entry lifetimes are the caller's guarantee.
-    to_result(unsafe { raw::rnvme_ib_post_recv(qp.as_raw(), &wr) })
+    to_result(unsafe { post(q, &wr, &mut bad) })
 }
 
 impl Qp {
@@ -369,10 +377,29 @@ impl Mr {
 
     /// Maps the DMA-mapped scatterlist onto the MR's page list (4 KiB pages) and moves the MR to
     /// a fresh rkey. Fails if not every entry fits.
+    ///
+    /// `ib_map_mr_sg` then `ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey))`, as C's
+    /// `nvme_rdma_map_sg_fr` (the key update is a static inline, done here rather than in a shim).
+    #[inline]
     pub(crate) fn map(&mut self, sgl: *mut raw::scatterlist, nents: i32) -> Result {
+        let mr = self.mr.as_ptr();
         // SAFETY: the MR is valid and exclusively ours (`&mut`); `sgl` is a DMA-mapped list of
-        // `nents` entries (the only caller passes a `MappedSg`'s list).
-        to_result(unsafe { raw::rnvme_ib_map_mr_sg(self.mr.as_ptr(), sgl, nents) })
+        // `nents` entries (the only caller passes a `MappedSg`'s list); no offset is returned.
+        let nr = unsafe { raw::ib_map_mr_sg(mr, sgl, nents, core::ptr::null_mut(), 4096) };
+        if nr < nents {
+            return Err(if nr < 0 {
+                Error::from_errno(nr)
+            } else {
+                EINVAL
+            });
+        }
+        // SAFETY: as above; nothing else reads or writes the keys of an MR out of the pool.
+        unsafe {
+            let key = (((*mr).rkey.wrapping_add(1)) & 0xff) as u8;
+            (*mr).lkey = ((*mr).lkey & 0xffff_ff00) | u32::from(key);
+            (*mr).rkey = ((*mr).rkey & 0xffff_ff00) | u32::from(key);
+        }
+        Ok(())
     }
 
     /// The registration work request of the MR's current mapping, completing (on error only)
@@ -413,6 +440,43 @@ pub(crate) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
         addr,
         length: len,
         lkey,
+    }
+}
+
+/// Up to `N` scatter/gather elements of one work request, filled in order. Only the elements
+/// pushed are ever written or read: nothing is zeroed first (a SEND of a 4k read posts one of
+/// its five).
+pub(crate) struct SgeList<const N: usize> {
+    len: usize,
+    sges: [core::mem::MaybeUninit<Sge>; N],
+}
+
+impl<const N: usize> SgeList<N> {
+    /// An empty list.
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        Self {
+            len: 0,
+            sges: [const { core::mem::MaybeUninit::uninit() }; N],
+        }
+    }
+
+    /// Appends `len` bytes at bus address `addr` under `lkey`; fails (changing nothing) when the
+    /// list is full.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, addr: u64, len: u32, lkey: u32) -> Result {
+        let slot = self.sges.get_mut(self.len).ok_or(EINVAL)?;
+        slot.write(sge(addr, len, lkey));
+        self.len += 1;
+        Ok(())
+    }
+
+    /// The elements pushed so far.
+    #[inline(always)]
+    pub(crate) fn as_slice(&self) -> &[Sge] {
+        // SAFETY: the first `len` elements were written by `push` (`len <= N`), and
+        // `MaybeUninit<Sge>` has the layout of `Sge`.
+        unsafe { core::slice::from_raw_parts(self.sges.as_ptr().cast::<Sge>(), self.len) }
     }
 }
 

@@ -308,7 +308,11 @@ impl DmaBuf {
         self.buf.len()
     }
 
+    #[inline(always)]
     fn sync_for_cpu(&self) {
+        if self.dev.uses_virt_dma() {
+            return;
+        }
         // SAFETY: the mapping is live (type invariant).
         unsafe {
             raw::rnvme_ib_dma_sync_single_for_cpu(
@@ -320,7 +324,11 @@ impl DmaBuf {
         };
     }
 
+    #[inline(always)]
     fn sync_for_device(&self) {
+        if self.dev.uses_virt_dma() {
+            return;
+        }
         // SAFETY: the mapping is live (type invariant).
         unsafe {
             raw::rnvme_ib_dma_sync_single_for_device(
@@ -334,6 +342,7 @@ impl DmaBuf {
 
     /// Reads the buffer after the device wrote it: syncs it for the CPU, runs `f`, and hands it
     /// back to the device.
+    #[inline(always)]
     pub(crate) fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
         self.sync_for_cpu();
         let r = f(&self.buf);

@@ -46,7 +46,7 @@ pub(crate) struct ReqData {
     pub(super) has_mr: AtomicBool,
     pub(super) mr_rkey: AtomicU32,
     /// What the request holds while in flight, released when it ends ([`unmap_request`]).
-    pub(super) io: TryCell<ReqIo<Mr, MappedSg, MappedCmd>>,
+    pub(super) io: TryCell<Io>,
 }
 
 /// The blk-mq side of the transport.
@@ -54,7 +54,7 @@ pub(crate) struct RdmaMq;
 
 /// Drops one completion's reference; the last one ends the request (`nvme_rdma_end_request`).
 /// [`ReqEnd::put`] orders the response's status and result before their use here.
-#[inline]
+#[inline(always)]
 pub(super) fn end_request(rq: &Request<RdmaMq>) {
     let Some((status, result)) = rq.data().end.put() else {
         return;
@@ -68,10 +68,12 @@ pub(super) fn end_request(rq: &Request<RdmaMq>) {
 /// data and command are unmapped (`nvme_rdma_unmap_data` and the SQE unmap of
 /// `nvme_rdma_complete_rq`). The mappings release themselves, so this needs no QP and works
 /// whatever state the queue is in.
+#[inline]
 pub(super) fn unmap_request(rq: &Request<RdmaMq>) {
     if rq.data().io.try_with(ReqIo::release).is_none() {
-        // Only `queue_rq` holds the state of a request it is submitting, and a response cannot
-        // end a request before its SEND was posted (`ReqEnd::take_response`): a timeout fired
+        // Only `queue_rq` holds the state of a request it is submitting (from before the request
+        // is started until its SEND is about to be posted), and a response cannot end a request
+        // before its SEND was posted (`ReqEnd::take_response`): a timeout or an abort fired
         // inside `queue_rq`, or this driver broke the protocol. The holder's mappings stay with
         // it (`ReqIo` leaks them, reported, when they are found later); recovery gives the queue
         // a fresh MR pool.
@@ -81,41 +83,44 @@ pub(super) fn unmap_request(rq: &Request<RdmaMq>) {
     }
 }
 
-/// What a request's data is mapped with, until `queue_rq` stores it in the request.
-pub(super) struct DataMap {
-    /// SGEs filled in (the first, for the command, is the caller's).
-    pub(super) nsge: usize,
-    /// The registration to post before the SEND.
-    pub(super) reg: Option<qp::RegWr>,
-    pub(super) sg: Option<MappedSg>,
-    pub(super) mr: Option<Mr>,
+/// What a request in flight holds ([`ReqData::io`]).
+pub(super) type Io = ReqIo<Mr, MappedSg, MappedCmd>;
+
+/// The SGEs of a request's SEND: the command's, then those of in-capsule data.
+pub(super) type SendSges = qp::SgeList<{ 1 + MAX_INLINE_SEGMENTS as usize }>;
+
+/// Why [`prepare`] did not prepare a request. Either way, what it had mapped was released.
+pub(super) enum NotPrepared {
+    /// `queue_rq` returns this status as it is (the command was not set up, or setting it up
+    /// failed).
+    Status(BlkStatus),
+    /// Mapping the data failed after the command was set up.
+    Mapping(Error),
 }
 
-/// Writes the data pointer of the command and prepares the SGEs (`nvme_rdma_map_data`). On error
-/// everything mapped here was released (dropped) again. (Inlined into its one caller, as C's
-/// `nvme_rdma_map_data` is: its result is then built in place, not copied back.)
+/// Maps the request's data into its slots, writes the command's data pointer and adds the
+/// in-capsule SGEs to `sges` (`nvme_rdma_map_data`). Returns the registration to post before the
+/// SEND, if any. On error the caller releases the slots. (Inlined into its one caller, as C's
+/// `nvme_rdma_map_data` is.)
 #[inline(always)]
 pub(super) fn map_data(
     q: &Queue,
     qp: &qp::Qp,
     rq: &Request<RdmaMq>,
-    sges: &mut [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize],
-) -> Result<DataMap> {
+    mr_slot: &mut Option<Mr>,
+    sg_slot: &mut Option<MappedSg>,
+    sges: &mut SendSges,
+) -> Result<Option<qp::RegWr>> {
     let d = rq.data();
     let ctrl = rq.ctrl();
     d.has_mr.store(false, Relaxed);
     if rq.nr_phys_segments() == 0 {
         let desc = Sgl::Null.encode().map_err(|_| EINVAL)?;
         rq.with_cmd(|c| capsule::set_sgl(c, &desc));
-        stats::count(Counter::NoData, 1);
-        return Ok(DataMap {
-            nsge: 1,
-            reg: None,
-            sg: None,
-            mr: None,
-        });
+        stats::count(Counter::NoData, q.qid, 1);
+        return Ok(None);
     }
-    let sg = rq.map_data(qp.device())?;
+    let sg = rq.map_data_into(qp.device(), sg_slot)?;
     let count = sg.nents() as u32;
     if count <= q.num_inline_segments.load(Relaxed)
         && rq.is_write()
@@ -124,11 +129,9 @@ pub(super) fn map_data(
         && rq.payload_bytes() <= q.inline_size.load(Relaxed)
     {
         let lkey = qp.local_dma_lkey();
-        let mut n = 1;
         let mut len = 0u32;
         for (addr, l) in sg.entries() {
-            sges[n] = qp::sge(addr, l, lkey);
-            n += 1;
+            sges.push(addr, l, lkey)?;
             len += l;
         }
         let desc = Sgl::Inline {
@@ -138,15 +141,10 @@ pub(super) fn map_data(
         .encode()
         .map_err(|_| EINVAL)?;
         rq.with_cmd(|c| capsule::set_sgl(c, &desc));
-        stats::count(Counter::InlineWrites, 1);
-        return Ok(DataMap {
-            nsge: n,
-            reg: None,
-            sg: Some(sg),
-            mr: None,
-        });
+        stats::count(Counter::InlineWrites, q.qid, 1);
+        return Ok(None);
     }
-    let Some(mut mr) = qp.mr_get() else {
+    let Some(mr) = qp.mr_get() else {
         // Not expected: the pool has an MR for each request the queue takes, and requests give
         // theirs back when they end. As in C, blk-mq retries the request later; unlike C (a
         // warning once per boot), say so once per connection.
@@ -159,8 +157,9 @@ pub(super) fn map_data(
         }
         return Err(EAGAIN);
     };
-    // From here, an error drops `mr` (back to the pool), then `sg` (unmapped).
-    sg.register(&mut mr)?;
+    // Held by the request from here: released with the other slots on error.
+    let mr = mr_slot.insert(mr);
+    sg.register(mr)?;
     let desc = Sgl::Keyed {
         addr: mr.iova(),
         len: mr.length() as u32,
@@ -170,53 +169,54 @@ pub(super) fn map_data(
     .encode()
     .map_err(|_| EINVAL)?;
     rq.with_cmd(|c| capsule::set_sgl(c, &desc));
-    let reg = mr.reg_wr(rq.reg_cqe());
     d.mr_rkey.store(mr.rkey(), Relaxed);
     d.has_mr.store(true, Relaxed);
-    stats::count(Counter::MrRegistrations, 1);
-    Ok(DataMap {
-        nsge: 1,
-        reg: Some(reg),
-        sg: Some(sg),
-        mr: Some(mr),
-    })
+    stats::count(Counter::MrRegistrations, q.qid, 1);
+    Ok(Some(mr.reg_wr(rq.reg_cqe())))
 }
 
-/// Stores the request's mappings in it and posts its SEND (after the registration, if any). On
-/// error the mappings were released. (Inlined into its one caller, as C's `nvme_rdma_post_send`.)
+/// Begins a use of the request in `io` (its own state) and maps everything the SEND needs in
+/// place there: the command (mapped first, before it is set up, as in C), then the data; fills
+/// `sges` and returns the registration to post before the SEND. On error whatever was mapped was
+/// released again. (Inlined into `queue_rq`, its one caller.)
 #[inline(always)]
-pub(super) fn post(
-    rq: &Request<RdmaMq>,
+pub(super) fn prepare(
+    q: &Queue,
     qp: &qp::Qp,
-    cmd: MappedCmd,
-    m: DataMap,
-    sges: &[qp::Sge],
-) -> Result {
-    let DataMap { nsge, reg, sg, mr } = m;
-    // Stored before posting: the request can complete as soon as the SEND is posted.
-    let Some(clean) = rq.data().io.try_with(|io| io.set(mr, sg, cmd)) else {
-        // The state is busy (see `unmap_request`): nothing was stored or posted, and the
-        // mappings were released with the unused closure that held them.
-        return Err(EBUSY);
-    };
-    if !clean {
+    rq: &Request<RdmaMq>,
+    io: &mut Io,
+    sges: &mut SendSges,
+) -> core::result::Result<Option<qp::RegWr>, NotPrepared> {
+    if !io.begin() {
         dev_err!(
             rq.ctrl(),
             "request tag {}: leaked the stale mappings of its previous use\n",
             rq.tag()
         );
     }
-    // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
-    match qp.post_send(reg, rq.send_cqe(), &sges[..nsge]) {
-        Ok(()) => Ok(()),
+    let (mr_slot, sg_slot, cmd_slot) = io.slots();
+    let Ok(cmd) = rq.map_cmd(qp.device()) else {
+        stats::count(Counter::ResourceRetries, q.qid, 1);
+        return Err(NotPrepared::Status(BlkStatus::RESOURCE));
+    };
+    let cmd = cmd_slot.insert(cmd);
+    let st = rq.setup_and_start();
+    if st != BlkStatus::OK {
+        io.release();
+        return Err(NotPrepared::Status(st));
+    }
+    rq.data().end.arm(2);
+    let lkey = qp.local_dma_lkey();
+    // The first SGE cannot fail: the list is empty.
+    let _ = sges.push(cmd.dma_addr(), SQE_LEN as u32, lkey);
+    match map_data(q, qp, rq, mr_slot, sg_slot, sges) {
+        Ok(reg) => {
+            cmd.sync_for_device();
+            Ok(reg)
+        }
         Err(e) => {
-            dev_err!(
-                rq.ctrl(),
-                "nvme_rdma_post_send failed with error code {}\n",
-                e.to_errno()
-            );
-            unmap_request(rq);
-            Err(e)
+            io.release();
+            Err(NotPrepared::Mapping(e))
         }
     }
 }
@@ -288,43 +288,52 @@ impl MqOps for RdmaMq {
         let Some(qp) = q.qp.get() else {
             return fail_nonready(rq);
         };
-        // Every mapping below releases itself when dropped: on an early return, or once stored in
-        // the request, when the request ends (`unmap_request`).
-        let Ok(cmd) = rq.map_cmd(qp.device()) else {
-            stats::count(Counter::ResourceRetries, 1);
-            return BlkStatus::RESOURCE;
-        };
-        let st = rq.setup_and_start();
-        if st != BlkStatus::OK {
-            return st;
-        }
-        rq.data().end.arm(2);
-        let mut sges: [qp::Sge; 1 + MAX_INLINE_SEGMENTS as usize] =
-            core::array::from_fn(|_| qp::sge(0, 0, 0));
-        let err = match map_data(q, qp, rq, &mut sges) {
-            Ok(m) => {
-                sges[0] = qp::sge(cmd.dma_addr(), SQE_LEN as u32, qp.local_dma_lkey());
-                cmd.sync_for_device();
-                match post(rq, qp, cmd, m, &sges) {
+        // Everything is mapped in place in the request's state, which releases it when the
+        // request ends (`unmap_request`) or, on an error below, at once. It is mapped and stored
+        // before the SEND is posted: the request can complete as soon as it is.
+        let mut sges = SendSges::new();
+        let prepared = rq
+            .data()
+            .io
+            .try_with(|io| prepare(q, qp, rq, io, &mut sges));
+        let err = match prepared {
+            Some(Ok(reg)) => {
+                // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
+                match qp.post_send(reg, rq.send_cqe(), sges.as_slice()) {
                     Ok(()) => return BlkStatus::OK,
-                    Err(e) => e,
+                    Err(e) => {
+                        dev_err!(
+                            rq.ctrl(),
+                            "nvme_rdma_post_send failed with error code {}\n",
+                            e.to_errno()
+                        );
+                        unmap_request(rq);
+                        e
+                    }
                 }
             }
-            Err(e) => {
+            Some(Err(NotPrepared::Status(st))) => return st,
+            Some(Err(NotPrepared::Mapping(e))) => {
                 // An empty MR pool (EAGAIN) was reported once by `map_data`.
                 if e != EAGAIN {
                     dev_err!(rq.ctrl(), "Failed to map data ({})\n", e.to_errno());
                 }
-                drop(cmd);
                 e
             }
+            None => {
+                // The state is busy (see `unmap_request`): nothing was set up or mapped, and
+                // blk-mq ends the request, unstarted, with the error.
+                dev_err!(rq.ctrl(), "request tag {} busy at submission\n", rq.tag());
+                return BlkStatus::IOERR;
+            }
         };
+        // (After the state was let go: a host path error completes the request at once.)
         if err == EIO {
             return rq.host_path_error();
         }
         rq.cleanup_cmd();
         if err == ENOMEM || err == EAGAIN {
-            stats::count(Counter::ResourceRetries, 1);
+            stats::count(Counter::ResourceRetries, q.qid, 1);
             BlkStatus::RESOURCE
         } else {
             BlkStatus::IOERR
@@ -399,7 +408,7 @@ impl MqOps for RdmaMq {
     fn poll(q: &Queue) -> i32 {
         let n = q.poll_cq.poll();
         if n > 0 {
-            stats::count(Counter::PolledCompletions, n as u64);
+            stats::count(Counter::PolledCompletions, q.qid, n as u64);
         }
         n
     }
@@ -479,7 +488,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
     match inval::on_response(mine, wc.invalidated_rkey()) {
         Invalidation::Nothing => {}
         Invalidation::Remote => {
-            stats::count(Counter::RemoteInvalidations, 1);
+            stats::count(Counter::RemoteInvalidations, qid, 1);
         }
         Invalidation::Bogus => {
             // Deliberately unlike C (which ends the request now with the target's status): the
@@ -499,7 +508,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
                 .and_then(|q| q.qp.get())
                 .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
             match posted {
-                Some(Ok(())) => stats::count(Counter::LocalInvalidations, 1),
+                Some(Ok(())) => stats::count(Counter::LocalInvalidations, qid, 1),
                 _ => {
                     dev_err!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
                     error_recovery(ctrl);

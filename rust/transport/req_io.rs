@@ -12,13 +12,13 @@
 #![deny(unsafe_code)]
 
 /// The MR (`M`), data mapping (`S`) and command mapping (`C`) of the current use of a request,
-/// from `queue_rq` (which stores them before posting the SEND) until the use ends.
+/// from `queue_rq` (which maps them in place, before posting the SEND) until the use ends.
 ///
 /// - [`ReqIo::release`] ends the use: it drops them, which releases them, in the C driver's order
 ///   (`nvme_rdma_complete_rq`: the MR back to its pool, the data unmapped, the command unmapped).
 ///   Every use ends with it: when the request completes, or when its submission fails after
 ///   storing them. Each mapping is owned once, so it is released once.
-/// - Mappings still held when a new use stores its own ([`ReqIo::set`]) or when the request is
+/// - Mappings still held when a new use begins ([`ReqIo::begin`]) or when the request is
 ///   freed (drop) are stale: their use ended without `release`, because the completion found the
 ///   request's state busy. They may belong to a QP or device that has gone since, and the HCA may
 ///   still use them: they are leaked, reported, and never released.
@@ -38,14 +38,19 @@ impl<M, S, C> ReqIo<M, S, C> {
         }
     }
 
-    /// Holds the mappings of a new use. Returns `false` if stale mappings had to be leaked.
+    /// Starts a new use: the slots are empty afterwards. Returns `false` if stale mappings had
+    /// to be leaked.
     #[inline]
-    pub(crate) fn set(&mut self, mr: Option<M>, sg: Option<S>, cmd: C) -> bool {
-        let clean = self.leak();
-        self.mr = mr;
-        self.sg = sg;
-        self.cmd = Some(cmd);
-        clean
+    pub(crate) fn begin(&mut self) -> bool {
+        self.leak()
+    }
+
+    /// The slots of the MR, data mapping and command mapping of the current use (after
+    /// [`ReqIo::begin`]), filled in place by the use's mapping steps: whatever is put there is
+    /// released by [`ReqIo::release`].
+    #[inline(always)]
+    pub(crate) fn slots(&mut self) -> (&mut Option<M>, &mut Option<S>, &mut Option<C>) {
+        (&mut self.mr, &mut self.sg, &mut self.cmd)
     }
 
     /// Ends the use: releases the MR, then the data mapping, then the command mapping.
@@ -108,12 +113,32 @@ mod tests {
 
     type Io<'a> = ReqIo<Probe<'a>, Probe<'a>, Probe<'a>>;
 
+    /// Begins a use and fills its slots as `queue_rq` does; returns what `begin` returned.
+    fn set<'a>(
+        io: &mut Io<'a>,
+        mr: Option<Probe<'a>>,
+        sg: Option<Probe<'a>>,
+        cmd: Probe<'a>,
+    ) -> bool {
+        let clean = io.begin();
+        let (m, s, c) = io.slots();
+        *c = Some(cmd);
+        *s = sg;
+        *m = mr;
+        clean
+    }
+
     /// A use with an MR releases the MR, then the data, then the command, each once.
     #[test]
     fn release_in_c_order_once() {
         let log = Log::new();
         let mut io: Io<'_> = ReqIo::new();
-        assert!(io.set(Some(Probe(&log, 1)), Some(Probe(&log, 2)), Probe(&log, 3)));
+        assert!(set(
+            &mut io,
+            Some(Probe(&log, 1)),
+            Some(Probe(&log, 2)),
+            Probe(&log, 3)
+        ));
         assert_eq!(log.get(), 0);
         io.release();
         assert_eq!(log.get(), 123);
@@ -127,7 +152,7 @@ mod tests {
     fn release_without_data() {
         let log = Log::new();
         let mut io: Io<'_> = ReqIo::new();
-        assert!(io.set(None, None, Probe(&log, 3)));
+        assert!(set(&mut io, None, None, Probe(&log, 3)));
         io.release();
         assert_eq!(log.get(), 3);
     }
@@ -137,9 +162,14 @@ mod tests {
     fn uses_release_their_own() {
         let log = Log::new();
         let mut io: Io<'_> = ReqIo::new();
-        assert!(io.set(None, Some(Probe(&log, 2)), Probe(&log, 3)));
+        assert!(set(&mut io, None, Some(Probe(&log, 2)), Probe(&log, 3)));
         io.release();
-        assert!(io.set(Some(Probe(&log, 1)), Some(Probe(&log, 2)), Probe(&log, 3)));
+        assert!(set(
+            &mut io,
+            Some(Probe(&log, 1)),
+            Some(Probe(&log, 2)),
+            Probe(&log, 3)
+        ));
         io.release();
         assert_eq!(log.get(), 23_123);
     }
@@ -150,8 +180,18 @@ mod tests {
     fn stale_mappings_are_not_released() {
         let log = Log::new();
         let mut io: Io<'_> = ReqIo::new();
-        assert!(io.set(Some(Probe(&log, 7)), Some(Probe(&log, 8)), Probe(&log, 9)));
-        assert!(!io.set(Some(Probe(&log, 1)), Some(Probe(&log, 2)), Probe(&log, 3)));
+        assert!(set(
+            &mut io,
+            Some(Probe(&log, 7)),
+            Some(Probe(&log, 8)),
+            Probe(&log, 9)
+        ));
+        assert!(!set(
+            &mut io,
+            Some(Probe(&log, 1)),
+            Some(Probe(&log, 2)),
+            Probe(&log, 3)
+        ));
         assert_eq!(log.get(), 0);
         io.release();
         assert_eq!(log.get(), 123);
@@ -162,7 +202,7 @@ mod tests {
     fn stale_mappings_are_not_released_when_freed() {
         let log = Log::new();
         let mut io: Io<'_> = ReqIo::new();
-        assert!(io.set(Some(Probe(&log, 1)), None, Probe(&log, 3)));
+        assert!(set(&mut io, Some(Probe(&log, 1)), None, Probe(&log, 3)));
         drop(io);
         assert_eq!(log.get(), 0);
     }

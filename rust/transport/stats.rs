@@ -3,13 +3,16 @@
 //! Data path counters, shown in debugfs as `rnvme_rdma/stats` (one `name value` line each).
 //!
 //! They make the mapping decisions observable (tests prove with them that small writes go
-//! in-capsule and large I/O through fast registration). Each CPU adds to its own cache line (a
-//! relaxed add, no line shared between CPUs on the data path); a read sums the lines.
+//! in-capsule and large I/O through fast registration). Each queue adds to cache lines of its
+//! own (a relaxed add), one for what its submissions count and one for what its completions
+//! count; a read sums the lines. blk-mq gives each hardware queue its own CPUs, and a queue's
+//! completions run where its CQ's vector does, so each line is written from one side of one
+//! queue, as C's per-queue state is, without asking for the CPU id on every count. The adds stay
+//! atomic, so a line shared (queues of two controllers, more queues than lines) loses nothing.
 
 #![deny(unsafe_code)]
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use kernel::cpu::CpuId;
 
 /// What is counted.
 #[derive(Clone, Copy)]
@@ -42,22 +45,33 @@ const ALL: [(Counter, &str); 7] = [
     (Counter::ResourceRetries, "resource_retries"),
 ];
 
-/// Per-CPU lines (CPUs beyond share them modulo; the adds stay atomic).
+/// Lines: two per queue id (ids beyond share them modulo).
 const LINES: usize = 64;
 
-/// One CPU's counters, alone on its cache line.
+impl Counter {
+    /// Whether the completion side of a queue counts this (else its submission side).
+    const fn on_completion(self) -> bool {
+        matches!(
+            self,
+            Counter::RemoteInvalidations | Counter::LocalInvalidations
+        )
+    }
+}
+
+/// One line of counters, alone on its cache line.
 #[repr(align(64))]
 struct Line([AtomicU64; ALL.len()]);
 
 static LINE: [Line; LINES] = [const { Line([const { AtomicU64::new(0) }; ALL.len()]) }; LINES];
 
-/// Adds `n` to counter `c` (on the current CPU's line).
-pub(crate) fn count(c: Counter, n: u64) {
-    let cpu = CpuId::current().as_u32() as usize % LINES;
-    LINE[cpu].0[c as usize].fetch_add(n, Relaxed);
+/// Adds `n` to counter `c`, for queue `qid` (on that queue's submission or completion line).
+#[inline(always)]
+pub(crate) fn count(c: Counter, qid: u16, n: u64) {
+    let line = (usize::from(qid) * 2 + usize::from(c.on_completion())) % LINES;
+    LINE[line].0[c as usize].fetch_add(n, Relaxed);
 }
 
-/// The total of counter `c` over every CPU.
+/// The total of counter `c` over every line.
 pub(crate) fn total(c: Counter) -> u64 {
     LINE.iter().map(|l| l.0[c as usize].load(Relaxed)).sum()
 }
