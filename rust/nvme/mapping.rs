@@ -49,12 +49,15 @@ impl<M: MqOps> Request<M> {
     /// request's own slot, where the mapping stays until the request's use ends, so the table is
     /// written there by the C helper rather than built elsewhere and moved. Dropping the mapping
     /// unmaps and frees it. On error the slot holds an empty mapping, whose drop does nothing.
+    /// The slot is the empty one of a new use: a mapping found there would be forgotten, not
+    /// released (nothing is looked for).
     #[inline(always)]
     pub(crate) fn map_data_into<'a>(
         &self,
         dev: &Device,
         slot: &'a mut Option<MappedSg>,
     ) -> Result<&'a MappedSg> {
+        core::mem::forget(slot.take());
         let sg = slot.insert(MappedSg {
             // SAFETY: an all-zero sg_table is the empty table.
             table: unsafe { core::mem::zeroed() },

@@ -448,7 +448,7 @@ pub(crate) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
 /// its five).
 pub(crate) struct SgeList<const N: usize> {
     len: usize,
-    sges: [core::mem::MaybeUninit<Sge>; N],
+    sges: core::mem::MaybeUninit<[Sge; N]>,
 }
 
 impl<const N: usize> SgeList<N> {
@@ -457,7 +457,7 @@ impl<const N: usize> SgeList<N> {
     pub(crate) fn new() -> Self {
         Self {
             len: 0,
-            sges: [const { core::mem::MaybeUninit::uninit() }; N],
+            sges: core::mem::MaybeUninit::uninit(),
         }
     }
 
@@ -465,8 +465,17 @@ impl<const N: usize> SgeList<N> {
     /// list is full.
     #[inline(always)]
     pub(crate) fn push(&mut self, addr: u64, len: u32, lkey: u32) -> Result {
-        let slot = self.sges.get_mut(self.len).ok_or(EINVAL)?;
-        slot.write(sge(addr, len, lkey));
+        if self.len >= N {
+            return Err(EINVAL);
+        }
+        // SAFETY: `self.len < N`, so the element is inside the array.
+        unsafe {
+            self.sges
+                .as_mut_ptr()
+                .cast::<Sge>()
+                .add(self.len)
+                .write(sge(addr, len, lkey))
+        };
         self.len += 1;
         Ok(())
     }
@@ -474,8 +483,7 @@ impl<const N: usize> SgeList<N> {
     /// The elements pushed so far.
     #[inline(always)]
     pub(crate) fn as_slice(&self) -> &[Sge] {
-        // SAFETY: the first `len` elements were written by `push` (`len <= N`), and
-        // `MaybeUninit<Sge>` has the layout of `Sge`.
+        // SAFETY: the first `len` elements were written by `push` (`len <= N`).
         unsafe { core::slice::from_raw_parts(self.sges.as_ptr().cast::<Sge>(), self.len) }
     }
 }

@@ -158,7 +158,7 @@ pub(super) fn map_data(
         return Err(EAGAIN);
     };
     // Held by the request from here: released with the other slots on error.
-    let mr = mr_slot.insert(mr);
+    let mr = Io::put(mr_slot, mr);
     sg.register(mr)?;
     let desc = Sgl::Keyed {
         addr: mr.iova(),
@@ -199,7 +199,7 @@ pub(super) fn prepare(
         stats::count(Counter::ResourceRetries, q.qid, 1);
         return Err(NotPrepared::Status(BlkStatus::RESOURCE));
     };
-    let cmd = cmd_slot.insert(cmd);
+    let cmd = Io::put(cmd_slot, cmd);
     let st = rq.setup_and_start();
     if st != BlkStatus::OK {
         io.release();

@@ -53,6 +53,15 @@ impl<M, S, C> ReqIo<M, S, C> {
         (&mut self.mr, &mut self.sg, &mut self.cmd)
     }
 
+    /// Puts `v` into `slot`, one of [`ReqIo::slots`] after [`ReqIo::begin`] emptied it: there is
+    /// nothing to release there, so nothing is looked for (were there something, it would be
+    /// forgotten, as stale mappings are).
+    #[inline(always)]
+    pub(crate) fn put<T>(slot: &mut Option<T>, v: T) -> &mut T {
+        core::mem::forget(slot.take());
+        slot.insert(v)
+    }
+
     /// Ends the use: releases the MR, then the data mapping, then the command mapping.
     #[inline]
     pub(crate) fn release(&mut self) {
