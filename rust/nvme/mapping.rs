@@ -90,6 +90,17 @@ impl<M: MqOps> Request<M> {
     }
 }
 
+/// [`Device::uses_virt_dma`] of the device a mapping keeps as a raw pointer.
+///
+/// # Safety
+///
+/// `dev` is a registered `struct ib_device`.
+#[inline(always)]
+unsafe fn uses_virt_dma(dev: *mut raw::ib_device) -> bool {
+    // SAFETY: registered (caller).
+    unsafe { Device::from_raw(dev) }.uses_virt_dma()
+}
+
 /// The DMA mapping of a request's submission queue entry, unmapped when dropped.
 ///
 /// # Invariants
@@ -115,7 +126,7 @@ impl MappedCmd {
     #[inline(always)]
     fn virt(&self) -> bool {
         // SAFETY: `dev` is registered while the mapping exists (type invariant).
-        unsafe { Device::from_raw(self.dev) }.uses_virt_dma()
+        unsafe { uses_virt_dma(self.dev) }
     }
 
     /// Hands the command to the device after the CPU wrote it.
@@ -246,7 +257,7 @@ impl Drop for MappedSg {
             return;
         }
         // SAFETY: `dev` is registered while the mapping exists (type invariant).
-        if unsafe { Device::from_raw(self.dev) }.uses_virt_dma() {
+        if unsafe { uses_virt_dma(self.dev) } {
             // `ib_dma_unmap_sg` of a software device does nothing: only the table is freed.
             // SAFETY: `table` was allocated with the request's inline entries as its first chunk
             // of `RNVME_INLINE_SG_CNT` (type invariant, `nents > 0`) and is freed once, here.
