@@ -25,8 +25,8 @@ use crate::{
     },
 };
 use core::sync::atomic::{
-    AtomicBool, AtomicU32,
-    Ordering::{AcqRel, Relaxed, Release},
+    AtomicBool, AtomicU32, AtomicU8,
+    Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst},
 };
 use kernel::{
     new_condvar, new_mutex,
@@ -137,7 +137,9 @@ impl ConnCm {
         // Not under `Queue::conn`: its holders take this id's handler mutex (`CmId::qp`), which
         // rdma_cm holds around this callback. A teardown racing with this is harmless: the walk
         // excludes the removal of the tag set, and a request ends once whoever ends it first.
-        if q.lost.swap(true, AcqRel) {
+        // SeqCst: paired with `setup_ctrl`'s fence between going live and its look at `lost`:
+        // either this sees `Live` (and error recovery takes over) or the setup sees `lost`.
+        if q.lost.swap(true, SeqCst) {
             return;
         }
         if self.ctrl.nvme().state() == State::Connecting {
@@ -147,6 +149,26 @@ impl ConnCm {
                 self.qid
             );
             self.ctrl.abort_requests(self.qid);
+        }
+    }
+
+    /// `RDMA_CM_EVENT_DEVICE_REMOVAL` on an established connection: the queue is lost (its
+    /// commands end now if the controller is connecting, so a setup waiting for one fails at
+    /// once), and the controller goes, but only through whoever may take it down: a controller
+    /// that `create_ctrl` has handed to the core is deleted here; one still being created is
+    /// marked, and its creator fails the create (the setup sees the lost queue before going
+    /// live, or `create_ctrl` sees the mark after listing it). Deleting a controller still being
+    /// created tore it down twice: a use-after-free in `create_ctrl` (issue 28, finding 1).
+    fn device_removed(&self) {
+        dev_info!(self.ctrl, "RDMA device removed under queue {}\n", self.qid);
+        self.lost();
+        if self.ctrl.device_removed_created() {
+            dev_info!(
+                self.ctrl,
+                "deleting the controller (its RDMA device is gone)\n"
+            );
+            let _ = self.ctrl.nvme().delete();
+            device_gone(&self.ctrl);
         }
     }
 
@@ -308,23 +330,17 @@ impl CmHandler for ConnCm {
                     Some(ECONNRESET)
                 }
             }
-            // The ib_client `remove` callback (`fabrics.rs`) has deleted the controllers with
-            // queues on the device before rdma_cm sends this (clients go in reverse order of
+            // The ib_client `remove` callback (`fabrics.rs`) has deleted the listed controllers
+            // with queues on the device before rdma_cm sends this (clients go in reverse order of
             // registration: rdma_cm's after ours), and rdma_cm waits for every id on the device
-            // to be destroyed. A queue whose connection that callback could not see (still being
-            // set up, `Queue::conn` empty) gets it here: a pending connection fails (the waiting
-            // setup destroys the id); an established one deletes its controller, as the callback
-            // would have. Not error recovery: a controller still `Connecting` cannot reset, and
-            // its setup could go live on ids nobody would destroy (rdma_cm would wait forever).
-            // The C driver ignores this event; its connect then waits for ever.
+            // to be destroyed. A queue that callback could not see (its controller still being
+            // created, or its connection not yet published in `Queue::conn`) gets it here: a
+            // pending connection fails (the waiting setup destroys the id); an established one is
+            // lost (`device_removed`). The C driver ignores this event; its connect then waits
+            // for ever, and so does the removal.
             CmEvent::DeviceRemoval => {
                 if this.connected() {
-                    dev_info!(
-                        this.ctrl,
-                        "RDMA device removed under queue {}: deleting the controller\n",
-                        this.qid
-                    );
-                    let _ = this.ctrl.nvme().delete();
+                    this.device_removed();
                     None
                 } else {
                     Some(ENODEV)
@@ -551,11 +567,51 @@ pub(crate) struct RdmaCtrl {
     pub(super) io_queues: [AtomicU32; 3],
     #[pin]
     pub(super) aen_sqe: Mutex<Option<DmaBuf>>,
+    /// Where `create_ctrl` is ([`CREATING`], [`CREATED`], or [`REMOVED_WHILE_CREATING`]: the RDMA
+    /// device went under an established queue before the create ended).
+    pub(super) creation: AtomicU8,
 }
+
+/// [`RdmaCtrl::creation`]: `create_ctrl` has not returned yet; nobody else may delete it.
+pub(super) const CREATING: u8 = 0;
+/// [`RdmaCtrl::creation`]: handed to the core; deleted like any controller.
+pub(super) const CREATED: u8 = 1;
+/// [`RdmaCtrl::creation`]: the RDMA device was removed under it while it was being created; its
+/// creator fails the create.
+pub(super) const REMOVED_WHILE_CREATING: u8 = 2;
 
 impl RdmaCtrl {
     pub(super) fn queue(&self, qid: u16) -> Option<&Queue> {
         self.queues.get(usize::from(qid)).map(|q| &**q)
+    }
+
+    /// After its RDMA device went under one of its queues: whether the controller was created
+    /// (so the caller deletes it); if it is still being created, marks it for its creator.
+    pub(super) fn device_removed_created(&self) -> bool {
+        match self
+            .creation
+            .compare_exchange(CREATING, REMOVED_WHILE_CREATING, AcqRel, Acquire)
+        {
+            Ok(_) => false,
+            Err(v) => v == CREATED,
+        }
+    }
+
+    /// The creator's last step: the controller is created, unless its RDMA device went meanwhile
+    /// (`false`: the creator deletes it and fails the create).
+    pub(super) fn mark_created(&self) -> bool {
+        self.creation
+            .compare_exchange(CREATING, CREATED, AcqRel, Acquire)
+            .is_ok()
+    }
+
+    /// The first queue with a connection that is lost (the target or the RDMA device ended it),
+    /// if any.
+    pub(super) fn lost_queue(&self) -> Option<u16> {
+        self.queues
+            .iter()
+            .find(|q| q.lost.load(SeqCst) && q.conn.lock().is_some())
+            .map(|q| q.qid)
     }
 
     /// Whether a queue's connection uses `dev` (that device, not another one with the same node
@@ -570,6 +626,20 @@ impl RdmaCtrl {
                 .and_then(|cm| cm.qp_res())
                 .is_some_and(|r| core::ptr::eq(r.dev.0.device(), dev))
         })
+    }
+}
+
+/// The controller's RDMA device is going and the controller is being deleted: nothing in
+/// flight on it will complete (a soft-RDMA device drops what arrives once its removal began),
+/// and the deletion waits for what is in flight (the namespace scan's identify, a keep-alive):
+/// every queue is lost (nothing new is posted: `queue_rq` ends it) and its started commands go
+/// to the timeout handler now, which ends them as it would at their timeout. (The C driver
+/// waits for the timeouts: the admin timeout is 60 s.) Call after the deletion started, so
+/// that the timeout handler does not see a live controller.
+pub(super) fn device_gone(ctrl: &Ctrl) {
+    for q in ctrl.queues.iter() {
+        q.lost.store(true, SeqCst);
+        ctrl.abort_requests(q.qid);
     }
 }
 

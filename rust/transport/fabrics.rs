@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 
 use super::{
-    ctrl::{Queue, RdmaCtrl, CTRLS},
+    ctrl::{device_gone, Queue, RdmaCtrl, CREATING, CTRLS},
     device::DEVICES,
     setup::setup_ctrl,
     text,
@@ -15,7 +15,7 @@ use crate::{
     nvme::{ctrl::Controller, opt, FabricsDevice, NvmeCtrl, Options, State, TransportOps},
     rdma::{ClientOps, Device, SockAddr},
 };
-use core::sync::atomic::{AtomicBool, AtomicU32};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8};
 use kernel::{new_mutex, prelude::*, str::CStr, sync::aref::ARef};
 
 /// The default NVMe/RDMA service id (`NVME_RDMA_IP_PORT`).
@@ -80,6 +80,7 @@ impl TransportOps for Rdma {
                 use_inline_data: AtomicBool::new(false),
                 io_queues: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
                 aen_sqe <- new_mutex!(None),
+                creation: AtomicU8::new(CREATING),
             }),
         )?;
         ctrl.nvme().add()?;
@@ -101,23 +102,37 @@ impl TransportOps for Rdma {
         // like a deletion and wait for that, and only then fail the create. The options stay the
         // core's (not taken), which frees them once when the create fails.
         // (The list's lock is released before the deletion, whose delete_ctrl takes it.)
+        // The RDMA device may have gone under an established queue since the setup looked
+        // (`ConnCm::device_removed` leaves a controller being created to its creator): then the
+        // same way down.
         let listed = CTRLS.lock().push(ctrl.clone(), GFP_KERNEL);
-        if let Err(e) = listed {
-            dev_err!(
-                ctrl,
-                "cannot list the new controller ({:?}): deleting it\n",
-                e
-            );
+        let err = match listed {
+            Err(e) => {
+                dev_err!(
+                    ctrl,
+                    "cannot list the new controller ({:?}): deleting it\n",
+                    e
+                );
+                Some(Error::from(e))
+            }
+            Ok(()) if !ctrl.mark_created() => {
+                dev_info!(ctrl, "its RDMA device went while connecting: deleting it\n");
+                Some(ENODEV)
+            }
+            Ok(()) => None,
+        };
+        if let Some(e) = err {
             let _ = ctrl.nvme().delete();
             crate::nvme::flush_delete_wq();
-            return Err(e.into());
+            return Err(e);
         }
         ctrl.take_opts();
         Ok(Controller::into_ctrl(ctrl))
     }
 }
 
-/// Deletes every controller (those on `dev` only, if given) and waits for the deletions.
+/// Deletes every controller (those on `dev` only, if given: that device is going, so their
+/// commands in flight end now, `device_gone`) and waits for the deletions.
 pub(crate) fn delete_controllers(dev: Option<&Device>) {
     {
         let list = CTRLS.lock();
@@ -126,6 +141,9 @@ pub(crate) fn delete_controllers(dev: Option<&Device>) {
                 continue;
             }
             let _ = c.nvme().delete();
+            if dev.is_some() {
+                device_gone(c);
+            }
         }
     }
     crate::nvme::flush_delete_wq();

@@ -247,7 +247,14 @@ pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
 /// (each ends here at once), then the setup step fails and the reconnect logic decides. Anything
 /// else waits for the next connection like any request the queue cannot take now. (The C driver
 /// posts to the disconnected QP: the command waits for its timeout, and again for each retry.)
+///
+/// A live controller with a lost queue needs error recovery: the target's disconnect or a timeout
+/// normally starts it, but a queue lost while the controller was connecting went live dead (issue
+/// 28, finding 2: its requests were requeued for ever). The first request that meets it starts it.
 pub(super) fn fail_lost(rq: &Request<RdmaMq>) -> BlkStatus {
+    if rq.ctrl().nvme().state() == State::Live {
+        error_recovery(rq.ctrl());
+    }
     if rq.is_passthrough() && rq.with_cmd(|c| capsule::is_fabrics(c)) {
         return rq.host_path_error();
     }

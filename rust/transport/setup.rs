@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 
 use super::{
-    ctrl::{wr_error, AQ_BLK_MQ_DEPTH, AQ_DEPTH, CTRLS},
+    ctrl::{error_recovery, wr_error, AQ_BLK_MQ_DEPTH, AQ_DEPTH, CTRLS},
     device::max_fr_pages,
     io::RdmaMq,
     Ctrl, RdmaCtrl,
@@ -21,7 +21,7 @@ use crate::{
 };
 use core::sync::atomic::{
     AtomicI32, AtomicU32,
-    Ordering::{AcqRel, Acquire, Relaxed, Release},
+    Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst},
 };
 use kernel::{
     prelude::*,
@@ -354,6 +354,14 @@ pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     if c.queue_count() > 1 {
         configure_io_queues(ctrl, new)?;
     }
+    // A queue whose connection was lost during the setup (the target disconnected it, or the
+    // RDMA device went) would refuse every command once live, with nothing to start recovery:
+    // fail this attempt instead (issue 28, finding 2).
+    if let Some(qid) = ctrl.lost_queue() {
+        dev_info!(ctrl, "queue {} lost its connection while connecting\n", qid);
+        teardown_io_queues(ctrl, new);
+        return Err(ENOTCONN.into());
+    }
     if !c.change_state(State::Live) {
         // Deletion started meanwhile.
         teardown_io_queues(ctrl, new);
@@ -361,6 +369,14 @@ pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     }
     admin.dismiss();
     c.start();
+    // Paired with the SeqCst swap of `ConnCm::lost`: a queue lost from here on saw `Live` there
+    // and started error recovery itself; one lost between the look above and going live is seen
+    // here.
+    core::sync::atomic::fence(SeqCst);
+    if let Some(qid) = ctrl.lost_queue() {
+        dev_warn!(ctrl, "queue {} lost its connection while going live\n", qid);
+        error_recovery(ctrl);
+    }
     Ok(())
 }
 

@@ -666,6 +666,120 @@ t_wire_ipv6() {
 	return $rc
 }
 
+# ---- The RDMA device removed while `nvme connect` runs (issue 28 finding 1)
+# Each moment of a connect is named by the host-side event that opens it and which occurrence of
+# it: an rdma_cm event of a host connection (rdma_cma:cm_event_handler, the ids whose destination is
+# the target's port) or a command the host sets up (nvme:nvme_setup_cmd; its qid= is 0 for every
+# Fabrics Connect, the queue is the command's own qid=). A reader of the trace
+# pipe starts the removal as soon as it sees that event. Under TCG the connect still moves on by a
+# few hundred ms before the removal reaches it (rxe's own removal takes ~1 s); where each removal
+# landed is in the test's output (the controller's first messages after it). The connect asks for 2 read/write, 1
+# write and 1 poll I/O queue (4 I/O queues, set up in parallel).
+WIRE_RM_MOMENTS=(
+	"queue 0's route resolution|@DST@ .*ADDR_RESOLVED|1"
+	"queue 0's RDMA connect|@DST@ .*ROUTE_RESOLVED|1"
+	"the admin Fabrics Connect (queue 0 established)|@DST@ .*ESTABLISHED|1"
+	"the admin Fabrics Connect in flight|nvme_fabrics_type_connect recfmt=[0-9]+, qid=0,|1"
+	"identify in flight|qid=0, .*nvme_admin_identify|1"
+	"the I/O queue count negotiation in flight|qid=0, .*nvme_admin_set_features fid=0x7,|1"
+	"the I/O queues' route resolution|@DST@ .*ADDR_RESOLVED|2"
+	"an I/O queue's Fabrics Connect (I/O queue established)|@DST@ .*ESTABLISHED|3"
+	"the first I/O Fabrics Connect in flight|nvme_fabrics_type_connect recfmt=[0-9]+, qid=[1-9]|1"
+	"the last I/O Fabrics Connect in flight|nvme_fabrics_type_connect recfmt=[0-9]+, qid=[1-9]|4"
+)
+WIRE_TRACE=/sys/kernel/tracing
+
+# wire_trace on|off: the two trace events on with an empty buffer (rdma_cm and nvme-core loaded),
+# or off.
+wire_trace() {
+	local v=0
+	[ "$1" = on ] && v=1
+	[ -e $WIRE_TRACE/trace ] || mount -t tracefs nodev $WIRE_TRACE || { fail "cannot mount tracefs"; return 1; }
+	echo 0 >$WIRE_TRACE/tracing_on && echo >$WIRE_TRACE/trace &&
+		echo $v >$WIRE_TRACE/events/rdma_cma/cm_event_handler/enable &&
+		echo $v >$WIRE_TRACE/events/nvme/nvme_setup_cmd/enable &&
+		echo $v >$WIRE_TRACE/tracing_on || { fail "cannot switch the rdma_cma and nvme trace events $1"; return 1; }
+}
+
+# wire_rm_diag: what holds a device whose removal does not end: the stacks of the tasks in D
+# state and the kernel log's end.
+wire_rm_diag() {
+	local p
+	for p in /proc/[0-9]*; do
+		grep -q '^State:.*D (disk' "$p/status" 2>/dev/null || continue
+		echo "task ${p#/proc/} ($(cat "$p/comm")) in D state:"; cat "$p/stack"
+	done
+	dmesg | tail -n 40
+} >&2
+
+# t_wire_remove_in_connect FABRIC: at each moment of WIRE_RM_MOMENTS, `rdma link delete` of the
+# host's device while `nvme connect` runs (the target is the other guest: only the host's ids are
+# on the device). Each time: the moment came; the connect ends (failed, or succeeded and its
+# controller is then deleted by the removal) within 30 s of the removal: nothing of the connect
+# waits for a timeout (pending connections end on the event, commands in flight on a removed queue
+# end at once; the longest wait left is rdma_cm's own 3 s address and route timeouts); the removal
+# finishes within 30 s (rdma_cm waits until every id on the device is destroyed); no controller is
+# left; the kernel log has no warning (vm-run). The rnvme_rdma of 1406295 crashed here (a
+# use-after-free: the removal deleted a controller still being created); the C driver ignores the
+# event and its connect, and with it the removal, can wait without bound. At the end the device is
+# back and a plain connect moves 1 MiB intact.
+t_wire_remove_in_connect() {
+	local f=$1 nqn=$WIRE_NQN-rmconn-$1 dev addr dst m name re n rc tc out landed summary=()
+	local hit=/tmp/wire-rm-hit done=/tmp/wire-rm-done rpid t0 drc td us_c us_d ns
+	wire_target "$f" "$nqn" 16 && dp_load rnvme || return 1
+	addr=$(fabric_addr "$f")
+	dst="dst=${addr//./\\.}:$TRSVCID"
+	for m in "${WIRE_RM_MOMENTS[@]}"; do
+		IFS='|' read -r name re n <<<"$m"
+		re=${re//@DST@/$dst}
+		dev=$(fabric_up "$f") || return 1
+		wire_trace on || return 1
+		rm -f $hit $done
+		# The remover: the N-th matching event, then `rdma link delete` (no match: nothing).
+		( if timeout 90 grep -m "$n" -E "$re" $WIRE_TRACE/trace_pipe >/dev/null; then
+			echo "$EPOCHREALTIME" >$hit; rdma link delete "$dev"; echo "$? $EPOCHREALTIME" >$done
+		  fi ) & rpid=$!
+		dmesg_mark
+		out=$(timeout 120 nvme connect -t rdma -a "$addr" -s $TRSVCID -n "$nqn" -i 2 -W 1 -P 1 2>&1); rc=$?
+		tc=$EPOCHREALTIME
+		# A moment that has not come 5 s after the connect ended never will: the reader stops.
+		dp_until 5 test -s $hit || pkill -x grep
+		if ! dp_until 60 eval "! kill -0 $rpid 2>/dev/null"; then
+			fail "$name: the removal of $dev did not end within 60 s of the connect's end"
+			wire_rm_diag
+			return 1
+		fi
+		wait $rpid
+		wire_trace off
+		[ -s $hit ] || { fail "$name: the moment never came (no event number $n matching '$re'); connect rc $rc: $out"
+			ctrl_of "$nqn" >/dev/null && nvme disconnect -n "$nqn" >/dev/null; return 1; }
+		read -r t0 <$hit; read -r drc td <$done
+		[ "$drc" = 0 ] || { fail "$name: rdma link delete $dev failed ($drc)"; return 1; }
+		[ $rc != 124 ] || { fail "$name: nvme connect still running 120 s after it started"; return 1; }
+		# (bash has no floats: microseconds)
+		us_c=$((${tc/./} - ${t0/./})) us_d=$((${td/./} - ${t0/./}))
+		[ $us_c -le 30000000 ] || { fail "$name: nvme connect ended $((us_c / 1000)) ms after the removal began (bound 30 s)"; return 1; }
+		[ $us_d -le 30000000 ] || { fail "$name: the removal took $((us_d / 1000)) ms (bound 30 s)"; return 1; }
+		dp_until 30 eval "! ctrl_of $nqn >/dev/null" || { fail "$name: a controller of $nqn is left 30 s after the removal"; return 1; }
+		if [ $rc = 0 ]; then out="connect succeeded, controller deleted by the removal"
+		else out="connect failed ($(grep -m1 . <<<"$out"))"; fi
+		# Where the removal landed: the host's last setup step in the log before it.
+		landed=$(dmesg_since_mark | sed -n '/removed: deleting its controllers/,$p' | grep -oE 'nvme[0-9]+: .*' |
+			grep -vE 'mapped|creating' | head -n 2 | cut -d' ' -f2- | paste -sd '|')
+		info "$name: $out; connect ended $((us_c / 1000)) ms, removal $((us_d / 1000)) ms after it began; log: ${landed:-nothing of the controller}"
+		summary+=("$((us_c / 1000))")
+	done
+	fabric_up "$f" >/dev/null || return 1
+	dp_connect "$f" "$nqn" && dp_ns "$nqn" || { fail "no connect after the removals"; return 1; }
+	ns=$DP_NS
+	head -c $((1 << 20)) /dev/urandom >/tmp/wire-rm-data
+	dd if=/tmp/wire-rm-data of="$ns" bs=64k oflag=direct status=none &&
+		cmp <(dd if="$ns" bs=64k count=16 iflag=direct status=none) /tmp/wire-rm-data ||
+		{ fail "I/O after the removals failed or read back different data"; return 1; }
+	info "${#WIRE_RM_MOMENTS[@]} removals during nvme connect on $f, each connect ended (ms after the removal began): ${summary[*]}; then a plain connect moved 1 MiB intact"
+	wire_end 0 "$nqn" "$DP_CTRL"
+}
+
 # wire_on FABRIC SPLIT_FABRIC: whether a scenario whose split-mode fabric is SPLIT_FABRIC runs on
 # FABRIC.
 wire_on() { [ "$WIRE_MODE" = all ] || [ "$1" = "$2" ] || [ "$2" = both ]; }
@@ -681,6 +795,7 @@ group_wire() {
 		wire_on "$f" siw && run_test "wire: $f: fast_io_fail_tmo fails I/O while reconnecting, live when the wire is back" dp_wrap t_wire_fast_io_fail "$f"
 		wire_on "$f" rxe && run_test "wire: $f: target port removed and re-added, whole target re-created, under I/O: reconnects each time, data verified" dp_wrap t_wire_target_flap "$f"
 		wire_on "$f" both && run_test "wire: $f: rdma link delete while reconnecting (no hang, reconnects when back) and under I/O with ext4 mounted" dp_wrap t_wire_link_delete "$f"
+		wire_on "$f" both && run_test "wire: $f: rdma link delete at ${#WIRE_RM_MOMENTS[@]} moments of nvme connect: each connect ends, no crash, no wait" dp_wrap t_wire_remove_in_connect "$f"
 		wire_on "$f" siw && run_test "wire: $f: a namespace added and removed on the target reaches the host by asynchronous events" dp_wrap t_wire_aen "$f"
 		wire_on "$f" rxe && run_test "wire: $f: host_traddr: the target sees every queue coming from that address" dp_wrap t_wire_host_traddr "$f"
 		wire_on "$f" siw && run_test "wire: $f: DH-HMAC-CHAP: host and host+controller secrets connect, wrong ones are refused without a timeout" dp_wrap t_wire_auth "$f"
