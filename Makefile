@@ -8,24 +8,70 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean install
+.PHONY: all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+	install uninstall dkms dkms-uninstall
 
 all: modules
+
+# KVER: a distribution's kernel installed on this machine (its headers, linux-source and toolchain;
+# Documentation/distro-kernels.rst), e.g. KVER=$$(uname -r). The install targets use it too.
+KVER ?=
+# Where install puts things (DESTDIR: a staging directory; depmod runs only without one).
+MODDIR = $(DESTDIR)/lib/modules/$(KVER)/updates
+ALIAS = $(DESTDIR)/etc/modprobe.d/rnvme-rdma.conf
+DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
+DKMS_SRC = $(DESTDIR)/usr/src/rnvme-rdma-$(DKMS_VERSION)
 
 ifneq ($(KDIR),)
 modules:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
 install:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules_install
-	install -D -m 0644 scripts/rnvme-rdma.conf $(DESTDIR)/etc/modprobe.d/rnvme-rdma.conf
+	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
+else ifneq ($(KVER),)
+modules:
+	@scripts/distro-build -k $(KVER) -o .
+install:
+	@[ -f rnvme_rdma.ko ] || { echo "rnvme-rdma: no rnvme_rdma.ko: run make KVER=$(KVER) first"; exit 1; }
+	install -D -m 0644 rnvme_rdma.ko $(MODDIR)/rnvme_rdma.ko
+	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
+	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
+	@echo "rnvme-rdma: installed $(MODDIR)/rnvme_rdma.ko and $(ALIAS) (nvme-rdma now loads rnvme_rdma)"
+uninstall:
+	rm -f $(MODDIR)/rnvme_rdma.ko $(ALIAS)
+	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
+	@echo "rnvme-rdma: removed; nvme-rdma loads the C nvme_rdma again (rmmod rnvme_rdma if it is loaded)"
+clean:
+	rm -f rnvme_rdma.ko
 else
 modules:
 	@ko=$$(scripts/module-build $(FLAVOUR)) && cp "$$ko" rnvme_rdma.ko && echo "built rnvme_rdma.ko (against the $(FLAVOUR) reference kernel)"
+install uninstall:
+	@echo "rnvme-rdma: make $@ needs KVER=<kernel release> (a distribution kernel) or KDIR=<build tree>"; exit 1
 clean:
 	rm -f rnvme_rdma.ko
 endif
+
+# DKMS: this tree's sources as /usr/src/rnvme-rdma-<version>, built and installed for KVER (default:
+# the running kernel) and rebuilt by dkms on every kernel update; plus the modprobe.d alias.
+dkms:
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)/scripts
+	cp -r Kbuild Makefile dkms.conf rust $(DKMS_SRC)/
+	install -m 0755 scripts/distro-build $(DKMS_SRC)/scripts/
+	install -m 0644 scripts/rnvme-rdma.conf $(DKMS_SRC)/scripts/
+	@if dkms status rnvme-rdma/$(DKMS_VERSION) 2>/dev/null | grep -q .; then dkms remove rnvme-rdma/$(DKMS_VERSION) --all; fi
+	dkms add rnvme-rdma/$(DKMS_VERSION)
+	dkms build rnvme-rdma/$(DKMS_VERSION) -k $(or $(KVER),$(shell uname -r))
+	dkms install rnvme-rdma/$(DKMS_VERSION) -k $(or $(KVER),$(shell uname -r))
+	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
+	@echo "rnvme-rdma: installed with dkms (rebuilt on kernel updates) and $(ALIAS) (nvme-rdma now loads rnvme_rdma)"
+dkms-uninstall:
+	@if dkms status rnvme-rdma/$(DKMS_VERSION) 2>/dev/null | grep -q .; then dkms remove rnvme-rdma/$(DKMS_VERSION) --all; fi
+	rm -rf $(DKMS_SRC) $(ALIAS)
+	@echo "rnvme-rdma: removed from dkms; nvme-rdma loads the C nvme_rdma again (rmmod rnvme_rdma if it is loaded)"
 
 check:
 	@tools/check

@@ -180,10 +180,14 @@ host_disconnect() {
 	wait_for 30 sh -c "! grep -lx '$1' /sys/class/nvme/nvme*/subsysnqn" || { fail "controllers of $1 remain"; return 1; }
 }
 
-# load_c_driver: the C nvme_rdma, loaded by path (the modprobe.d alias points at rnvme_rdma).
+# load_c_driver: the C nvme_rdma, loaded by path (the modprobe.d alias points at rnvme_rdma;
+# a distribution's modules may be compressed: nvme-rdma.ko.xz).
 load_c_driver() {
 	[ -d /sys/module/nvme_rdma ] && return 0
-	modprobe nvme-fabrics && modprobe rdma_cm && insmod "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko"
+	local ko
+	ko=$(ls "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/"nvme-rdma.ko* 2>/dev/null | head -n1)
+	[ -n "$ko" ] || { fail "no C nvme-rdma module for $(uname -r)"; return 1; }
+	modprobe nvme-fabrics && modprobe rdma_cm && insmod "$ko"
 }
 
 # fio_json FILE: from fio's JSON output of one job (or --group_reporting): FIO_ERR, FIO_WRITE and
