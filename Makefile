@@ -9,7 +9,7 @@ FLAVOUR ?= debug
 LLVM ?= 1
 
 .PHONY: all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
-	install uninstall dkms dkms-uninstall
+	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
 
@@ -79,6 +79,9 @@ check:
 check-cold:
 	@tools/check-cold
 
+debian-check:
+	@tools/debian-check
+
 # make bench [BENCH="--quick rounds=5 fabrics=rxe ..."]: C vs rnvme_rdma, report under bench-results/.
 bench:
 	@tools/bench $(BENCH)
@@ -130,7 +133,16 @@ help:
 	@echo "                     a per-module profile, ratios.png under bench-results/ (BENCH='--quick' for a"
 	@echo "                     smoke run; BENCH='rounds=6 fabrics=rxe runtime=10', --wallclock, --flavour debug)"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
-	@echo "  make install       with KDIR: modules_install + the modprobe.d alias"
+	@echo "  make KVER=R        build rnvme_rdma.ko on this machine for its distribution kernel R (e.g."
+	@echo "                     \$$(uname -r); Debian 7.3.4+deb13: its headers + linux-source-7.3 + rustc;"
+	@echo "                     Documentation/distro-kernels.rst); refuses an unsupported kernel in one line"
+	@echo "  make install       KVER=R: the module under /lib/modules/R/updates, depmod, the modprobe.d alias"
+	@echo "                     (nvme-rdma loads rnvme_rdma); make uninstall KVER=R reverses it; with KDIR:"
+	@echo "                     modules_install + the alias"
+	@echo "  make dkms          dkms add/build/install for KVER (default: running kernel) + the alias; rebuilt"
+	@echo "                     by dkms on kernel updates; make dkms-uninstall goes back to the C nvme_rdma"
+	@echo "  make debian-check  Debian's own kernel end to end in the build root and a guest (part of make"
+	@echo "                     check; ~1 min warm)"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
 	@echo "  make host-test     host unit tests of the pure code"
 	@echo "  make fmt           rustfmt the sources with the kernel's .rustfmt.toml"

@@ -33,6 +33,10 @@ key_of() {
 # The root is keyed by the pinned versions only; package-list changes are applied in place.
 ROOT_KEY=$(key_of "$RNVME_TOP/scripts/versions" root-v1)
 ROOT="$RNVME_CACHE/root-$ROOT_KEY"
+# A second root, an admin's Debian host running Debian's own kernel (scripts/debian-kernel,
+# tools/debian-check). scripts/buildroot makes it with RNVME_ROOT_KIND=debian-host; `ROOT=$DHROOT
+# in_root ...` runs a command in it.
+DHROOT="$RNVME_CACHE/debian-host-$ROOT_KEY"
 
 # Kernel source tarballs (scripts/buildroot fetches them; kept outside the root).
 KSRC_CACHE="$RNVME_CACHE/linux-source"

@@ -90,10 +90,28 @@ t_deb_c() {
 	rmmod nvme_rdma || { fail "rmmod nvme_rdma failed"; return 1; }
 }
 
+# t_deb_foreign KO: a module built for another kernel (the reference kernel's rnvme_rdma, which
+# tools/debian-check passes when make check built it) is refused at load by the kernel, with one
+# line: the size of struct module (the debug kernel's differs) or the vermagic; nothing stays.
+t_deb_foreign() {
+	local ko=$1 lines
+	dmesg_mark
+	insmod "$ko" 2>/tmp/insmod.err && { fail "$ko loaded on $KV"; rmmod rnvme_rdma; return 1; }
+	lines=$(dmesg_since_mark | grep -c 'rnvme_rdma: ' || true)
+	dmesg_since_mark | grep -qE "rnvme_rdma: (version magic '[^']*' should be '$KV |\.gnu\.linkonce\.this_module section size must match the kernel's built struct module size)" &&
+		[ "$lines" = 1 ] ||
+		{ fail "not one refusal line (got $lines): $(dmesg_since_mark | grep 'rnvme_rdma' | head -n 3)"; return 1; }
+	[ ! -d /sys/module/rnvme_rdma ] || { fail "rnvme_rdma is loaded"; return 1; }
+	info "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)'s module: $(cat /tmp/insmod.err); kernel: $(dmesg_since_mark | grep 'rnvme_rdma: ' | sed 's/^\[[ 0-9.]*\] //')"
+}
+
 run_group debian
 run_test "debian: Debian's own kernel $KV runs, rnvme_rdma installed by dkms for it" t_deb_kernel
 fabric_up "$FABRIC" >/dev/null && target_port_up "$FABRIC" && target_subsys_add "$NQN" mem:64 >/dev/null &&
 	target_subsys_link "$NQN" "$FABRIC" || { tap_not_ok "debian: rxe and the nvmet-rdma target come up"; exit 1; }
+t="debian: a module built for another kernel is refused at load with one kernel line"
+if [ -f /results/foreign.ko ]; then run_test "$t" t_deb_foreign /results/foreign.ko
+else tap_skip "$t" "no reference-kernel rnvme_rdma.ko to try (make check builds one first)"; fi
 run_test "debian: modprobe nvme-rdma loads rnvme_rdma through the alias (unsigned: taint OE)" t_deb_alias
 run_test "debian: rnvme_rdma connects over rxe, $MB MiB identical + fio crc32c verify, disconnect, rmmod" t_deb_rnvme
 run_test "debian: C nvme_rdma control in the same boot (same I/O); rnvme_rdma refused beside it" t_deb_c
