@@ -6,7 +6,8 @@
 #   groups: harness module (the default), datapath and datapath_quick (tools/guest/datapath.sh,
 #   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh), faults (faults.sh), bench (bench.sh: the
 #   benchmark's quick mode as a smoke test), wire (wire.sh: only in the host guest of
-#   `vm-run --pair`). driver= and fabrics= set HOST_DRIVER and
+#   `vm-run --pair`), misbehave (misbehave.sh: the misbehaving target badtarget.py; opt-in, in
+#   development). driver= and fabrics= set HOST_DRIVER and
 #   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
 #   load/unload cycles (100). only=TEXT|... (development): run only the tests whose name has one of the TEXTs.
@@ -20,6 +21,7 @@
 . "$RNVME_PROJECT/tools/guest/faults.sh"
 . "$RNVME_PROJECT/tools/guest/bench.sh"
 . "$RNVME_PROJECT/tools/guest/wire.sh"
+. "$RNVME_PROJECT/tools/guest/misbehave.sh"
 : >"$TAP_FILE"
 
 # ---------------------------------------------------------------- harness (issue 2)
