@@ -11,8 +11,9 @@ connection per queue, answers in order. One misbehaviour (--mode) is applied to 
 that recovers (reconnects) finds a working target again.
 
 Usage: badtarget.py --addr IP [--port 4430] [--nqn NQN] [--mode MODE] [--on CLASS] [--nth N]
-                    [--delay S] [--size-mb M]
-Modes, for a command of CLASS (io: read/write/flush on an I/O queue; admin: an admin command that
+                    [--lba BLOCK] [--delay S] [--size-mb M] [--verbose]
+Modes, for a command of CLASS (io: read/write/flush on an I/O queue, with --lba only a read or write
+that touches that block; admin: an admin command that
 is not a Fabrics command; connect: Fabrics Connect on any queue; any: any command):
   ok            behave
   unknown-cid   answer with a command id whose tag the host never has (0xfff); never answer the real one
@@ -195,7 +196,7 @@ class Target:
         """Whether this command (of class cls) is the one to misbehave on."""
         if self.a.mode.startswith("cm-") or self.a.mode == "ok":
             return False
-        keys = [cls, "any"] if cls != "fabrics" else ["any"]
+        keys = [cls, "any"] if cls not in ("fabrics", "io-other") else ["any"]
         hit = False
         for k in keys:
             self.count[k] += 1
@@ -259,7 +260,16 @@ class Target:
             cls = "admin"
         else:
             cls = "io"
+        if cls == "io" and self.a.lba is not None:
+            # only the I/O commands that touch --lba count (not the partition scan's reads)
+            slba, = struct.unpack_from("<Q", cmd, 40)
+            nlb = struct.unpack_from("<H", cmd, 48)[0] + 1
+            if op not in (0x01, 0x02) or not slba <= self.a.lba < slba + nlb:
+                cls = "io-other"
         hit = self.hit(cls)
+        if self.a.verbose:
+            say("qid", q.qid, "cid", hex(cid), "opcode", hex(op), "cdw10", hex(struct.unpack_from("<I", cmd, 40)[0]),
+                "nsid", struct.unpack_from("<I", cmd, 4)[0])
         if hit and self.a.mode == "drop":
             say("misbehave: disconnecting qid", q.qid, "instead of answering cid", hex(cid))
             q.dead = True
@@ -268,8 +278,11 @@ class Target:
         if hit:
             say("misbehave:", self.a.mode, "on", cls, "command opcode", hex(op), "cid", hex(cid), "qid", q.qid)
 
+        prev = q.last_cid          # the command before this one on the queue (stale-cid)
+        q.last_cid = cid
+
         def done(result=0, status=0, inval=None):
-            self.answer(q, cmd, cid, result, status, inval, hit)
+            self.answer(q, cmd, cid, result, status, inval, hit, prev)
 
         try:
             if op == 0x7F:
@@ -281,19 +294,21 @@ class Target:
         except Exception as ex:  # noqa: BLE001 (a bug here must not kill the target silently)
             say("error handling opcode", hex(op), ":", repr(ex))
             done(status=status_field(0x06))
-        q.last_cid = cid
 
-    def answer(self, q, cmd, cid, result, status, inval, hit):
+    def answer(self, q, cmd, cid, result, status, inval, hit, prev=None):
+        if self.a.verbose:
+            say("qid", q.qid, "answer cid", hex(cid), "status", hex(status), "result", hex(result), "inval", inval)
+
         def resp(c, st=status):
             return struct.pack("<QHHHH", result, 0, q.qid, c, st)
         m = self.a.mode if hit else "ok"
         if m == "slow":
-            q.delayed.append((time.monotonic() + self.a.delay, lambda: self.answer(q, cmd, cid, result, status, inval, False)))
+            q.delayed.append((time.monotonic() + self.a.delay, lambda: self.answer(q, cmd, cid, result, status, inval, False, prev)))
             return
         if m == "unknown-cid":
             q.send(resp((cid & 0xF000) | 0x0FFF), inval)
         elif m == "stale-cid":
-            q.send(resp(q.last_cid if q.last_cid is not None else cid ^ 1), inval)
+            q.send(resp(prev if prev is not None else cid ^ 1), inval)
         elif m == "dup":
             q.send(resp(cid), inval)
             q.send(resp(cid), inval)
@@ -400,6 +415,7 @@ class Target:
         b[4:24] = b"badtarget-0001".ljust(20)
         b[24:64] = b"rnvme-rdma misbehaving target".ljust(40)
         b[64:72] = b"1.0".ljust(8)
+        b[76] = 0x02                                       # cmic: may have several controllers (as nvmet)
         b[77] = 5                                          # mdts: 128 KiB
         struct.pack_into("<HI", b, 78, cntlid, 0x00010400)
         b[111] = 1                                         # an I/O controller
@@ -417,6 +433,7 @@ class Target:
         b = bytearray(4096)
         blocks = len(self.store) // 512
         struct.pack_into("<QQQ", b, 0, blocks, blocks, blocks)
+        b[30] = 1                                          # nmic: shared (a multipath head, as nvmet)
         b[130] = 9                                         # lbaf 0: 512 B
         return b
 
@@ -510,7 +527,9 @@ def main():
     p.add_argument("--on", default="io", choices=["io", "admin", "connect", "any"])
     p.add_argument("--nth", type=int, default=1)
     p.add_argument("--delay", type=float, default=40.0)
+    p.add_argument("--lba", type=int, default=None, help="io: count only reads and writes that touch this block")
     p.add_argument("--size-mb", type=int, default=16)
+    p.add_argument("--verbose", action="store_true", help="one line per command and answer")
     a = p.parse_args()
     Target(a).run()
 
