@@ -93,7 +93,7 @@ class Queue:
         self.data_mr = MR(pd, self.depth * MAX_IO, ACCESS_LOCAL_WRITE)
         self.free_send = list(range(self.depth * 4))
         self.free_data = list(range(self.depth))
-        self.ops = {}            # data slot -> (cmd bytes, stage)
+        self.ops = {}            # data slot -> what to do when its RDMA READ/WRITE completes
         self.delayed = []        # (when, fn)
         self.last_cid = None
         self.cntlid = 0
@@ -142,8 +142,7 @@ class Queue:
             elif kind == K_SEND:
                 self.free_send.append(idx)
             elif kind in (K_READ, K_WRITE):
-                cmd, then = self.ops.pop(idx)
-                then(idx)
+                self.ops.pop(idx)(idx)
         now = time.monotonic()
         due = [d for d in self.delayed if d[0] <= now]
         self.delayed = [d for d in self.delayed if d[0] > now]
@@ -230,7 +229,7 @@ class Target:
             say("connect request with", len(pdata), "bytes of private data: rejected")
             child.reject(struct.pack("<HH", 0, 1))
             return
-        recfmt, qid, hrqsize, hsqsize, cntlid = struct.unpack_from("<HHHHH", pdata)
+        _recfmt, qid, hrqsize, hsqsize = struct.unpack_from("<HHHH", pdata)
         say("connect request qid", qid, "hrqsize", hrqsize, "hsqsize", hsqsize)
         if nth and self.a.mode == "cm-silent":
             say("misbehave: never answering the connect request of qid", qid)
@@ -355,7 +354,7 @@ class Target:
             q.free_data.append(s)
             if not early:
                 done(result, inval=inval)
-        q.ops[slot] = (cmd, written)
+        q.ops[slot] = written
         q.rdma(K_WRITE, slot, n, addr, key)
 
     def from_host(self, q, cmd, then):
@@ -368,7 +367,7 @@ class Target:
             data = bytes(q.data_mr.read(length, s * MAX_IO))
             q.free_data.append(s)
             then(data, inval)
-        q.ops[slot] = (cmd, read)
+        q.ops[slot] = read
         q.rdma(K_READ, slot, length, addr, key)
 
     def fabrics(self, q, cmd, done):
