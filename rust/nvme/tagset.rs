@@ -133,8 +133,27 @@ impl<T: CtrlOps> Controller<T> {
         unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 
+    /// [`Controller::abort_requests`] for the receive path of queue `qid`: from its completion
+    /// handler (softirq or a poll), where the tag-set lock cannot be taken. The tag set exists
+    /// there for the reason [`Controller::find_rq`] relies on: a queue receives only while the tag
+    /// set it completes into is allocated.
+    pub(crate) fn abort_requests_received(&self, qid: u16) {
+        let (set, hctx_idx) = if qid == 0 {
+            (self.admin_tag_set.get(), -1)
+        } else {
+            (self.tag_set.get(), i32::from(qid) - 1)
+        };
+        // SAFETY: called from queue `qid`'s receive path, while the set is allocated (the
+        // transport's order, see `find_rq`); the walk takes only the tags' spinlock and schedules
+        // the request queues' timeout work, both allowed in softirq.
+        unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
+    }
+
     /// Looks up the in-flight request of `command_id` on queue `qid` (0: admin); `None` if the
-    /// tag is out of range, not started, or the command's generation does not match.
+    /// tag is out of range, the command's generation does not match, or the request is not in
+    /// flight. (`nvme_find_rq` does not check the last: a response for an ended request whose
+    /// generation did not advance, one cancelled by error recovery or timed out, found it idle
+    /// and ended it again, issue 28 finding 4.)
     ///
     /// Called for the responses a queue receives. The transport allocates each tag set before any
     /// queue that completes into it can receive (the admin tag set before queue 0 connects, the
@@ -177,12 +196,17 @@ impl<T: CtrlOps> Controller<T> {
                 raw::rnvme_nvme_find_rq(tags, command_id)
             }
         };
-        if rq.is_null() {
-            None
-        } else {
-            // SAFETY: a request of our tag set `M` (the caller names the ops of its tag sets),
-            // valid while in flight.
-            Some(unsafe { Request::from_raw_pub(rq) })
+        let in_flight = !rq.is_null() && {
+            // SAFETY: `rq` is a request of the set (valid while the set is); its state is read as
+            // `blk_mq_rq_state` does (`READ_ONCE`), since blk-mq changes it concurrently.
+            let state = unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*rq).state)) };
+            state == raw::mq_rq_state_MQ_RQ_IN_FLIGHT
+        };
+        if !in_flight {
+            return None;
         }
+        // SAFETY: a request of our tag set `M` (the caller names the ops of its tag sets), in
+        // flight.
+        Some(unsafe { Request::from_raw_pub(rq) })
     }
 }

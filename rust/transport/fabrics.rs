@@ -6,8 +6,9 @@
 #![deny(unsafe_code)]
 
 use super::{
-    ctrl::{device_gone, Queue, RdmaCtrl, CREATING, CTRLS},
+    controller::{device_gone, RdmaCtrl, CREATING, CTRLS},
     device::DEVICES,
+    queue::Queue,
     setup::setup_ctrl,
     text,
 };

@@ -6,8 +6,9 @@
 #![deny(unsafe_code)]
 
 use super::{
-    ctrl::{error_recovery, wr_error, Queue, RspData, AQ_BLK_MQ_DEPTH},
+    controller::{error_recovery, protocol_error, wr_error},
     device::MAX_INLINE_SEGMENTS,
+    queue::{Queue, RspData, AQ_BLK_MQ_DEPTH},
     req_end::ReqEnd,
     req_io::ReqIo,
     stats::{self, Counter},
@@ -348,6 +349,9 @@ impl MqOps for RdmaMq {
     }
 
     fn complete(rq: &Request<Self>) {
+        // Every end of a request passes here (its response, a cancel, a timeout): no response
+        // may end this use again (`ReqEnd::disarm`).
+        rq.data().end.disarm();
         unmap_request(rq);
         rq.complete_local();
     }
@@ -394,13 +398,13 @@ impl MqOps for RdmaMq {
         if wc.is_ok() {
             end_request(rq);
         } else {
-            wr_error(rq.ctrl(), wc, "SEND");
+            wr_error(rq.ctrl(), rq.data().qid, wc, "SEND");
         }
     }
 
     fn reg_done(rq: &Request<Self>, wc: &Wc) {
         if !wc.is_ok() {
-            wr_error(rq.ctrl(), wc, "MEMREG");
+            wr_error(rq.ctrl(), rq.data().qid, wc, "MEMREG");
         }
     }
 
@@ -408,7 +412,7 @@ impl MqOps for RdmaMq {
         if wc.is_ok() {
             end_request(rq);
         } else {
-            wr_error(rq.ctrl(), wc, "LOCAL_INV");
+            wr_error(rq.ctrl(), rq.data().qid, wc, "LOCAL_INV");
         }
     }
 
@@ -434,7 +438,7 @@ impl RecvDone for RspData {
     fn done(e: &RecvEntry<Self>, wc: &Wc) {
         let RspData { ctrl, qid } = e.data();
         if !wc.is_ok() {
-            wr_error(ctrl, wc, "RECV");
+            wr_error(ctrl, *qid, wc, "RECV");
             return;
         }
         if (wc.byte_len() as usize) < CQE_LEN {
@@ -443,13 +447,16 @@ impl RecvDone for RspData {
                 "Unexpected nvme completion length({})\n",
                 wc.byte_len()
             );
-            error_recovery(ctrl);
+            protocol_error(ctrl, *qid);
             return;
         }
         let Some(cqe) = e.read(Cqe::parse) else {
             return;
         };
-        if *qid == 0 && (cqe.command_id & 0xfff) >= AQ_BLK_MQ_DEPTH {
+        // The AER is the one command above the admin tag set's tags, sent with exactly this
+        // identifier (`submit_async_event`); C takes any identifier above the tags for an AER
+        // completion, so a wrong one went unnoticed and its command waited for its timeout.
+        if *qid == 0 && cqe.command_id == AQ_BLK_MQ_DEPTH {
             ctrl.nvme()
                 .complete_async_event(cqe.status.to_le(), cqe.result.to_le());
         } else {
@@ -478,7 +485,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
             .and_then(|q| q.qp.get())
             .map_or(0, |qp| qp.num());
         dev_err!(ctrl, "got bad command_id {:#x} on QP {:#x}\n", cid, qpn);
-        error_recovery(ctrl);
+        protocol_error(ctrl, qid);
         return;
     };
     let d = rq.data();
@@ -486,7 +493,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
         // Only one response per command: a second one must not end the request, which may be
         // in `queue_rq` again by now.
         dev_err!(ctrl, "second response for command_id {:#x}\n", cid);
-        error_recovery(ctrl);
+        protocol_error(ctrl, qid);
         return;
     }
     d.end.set_rsp(status.to_le(), result.to_le());
@@ -506,7 +513,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
                 "Bogus remote invalidation for rkey {:#x}\n",
                 mine.unwrap_or(0)
             );
-            error_recovery(ctrl);
+            protocol_error(ctrl, qid);
             return;
         }
         Invalidation::Local => {

@@ -8,7 +8,8 @@
 //! responses matched by command ID. By concern:
 //!
 //! - [`device`]: the per-RDMA-device context and its list;
-//! - [`ctrl`]: the controller, its queues and a queue's rdma_cm connection;
+//! - [`controller`]: the transport's part of a controller, and what starts its recovery;
+//! - [`queue`]: a controller's queues and a queue's rdma_cm connection;
 //! - [`setup`]: queue setup and teardown, reset, error recovery, reconnect;
 //! - [`io`]: the blk-mq ops, request mapping, response and completions;
 //! - [`fabrics`]: transport and RDMA client registration, controller creation, device removal;
@@ -17,16 +18,17 @@
 
 #![deny(unsafe_code)]
 
-mod ctrl;
+mod controller;
 mod device;
 mod fabrics;
 mod io;
+mod queue;
 mod req_end;
 mod req_io;
 mod setup;
 mod stats;
 
-pub(crate) use ctrl::RdmaCtrl;
+pub(crate) use controller::RdmaCtrl;
 pub(crate) use fabrics::{Rdma, Reaper};
 pub(crate) use stats::Stats;
 
@@ -39,7 +41,7 @@ type Ctrl = Controller<RdmaCtrl>;
 
 /// Initialises the transport's global lists; call once, first thing in module init.
 pub(crate) fn init_globals() {
-    ctrl::CTRLS.init();
+    controller::CTRLS.init();
     device::DEVICES.init();
 }
 

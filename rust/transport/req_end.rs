@@ -54,11 +54,11 @@ pub(crate) struct ReqEnd {
 }
 
 impl ReqEnd {
-    /// Nothing in flight.
+    /// Nothing in flight: no response is accepted before the first [`ReqEnd::arm`].
     pub(crate) const fn new() -> Self {
         Self {
             refs: AtomicU32::new(0),
-            responded: AtomicBool::new(false),
+            responded: AtomicBool::new(true),
             status: AtomicU16::new(0),
             result: AtomicU64::new(0),
         }
@@ -72,6 +72,19 @@ impl ReqEnd {
     pub(crate) fn arm(&self, completions: u32) {
         self.responded.store(false, Relaxed);
         self.refs.store(completions, Relaxed);
+    }
+
+    /// Ends this use for responses: from now on [`ReqEnd::take_response`] refuses until the next
+    /// [`ReqEnd::arm`]. For a request that ends without its response (cancelled by error
+    /// recovery, timed out, aborted): a response the target sends for it later, even one that
+    /// finds it with its command identifier still current (a cancel does not advance the
+    /// generation), cannot drop a reference of an ended request and end it again (issue 28,
+    /// finding 4).
+    ///
+    /// `Relaxed`: the request ends after this and is reused only after blk-mq handed it out again,
+    /// which orders this store before the next use's `arm`.
+    pub(crate) fn disarm(&self) {
+        self.responded.store(true, Relaxed);
     }
 
     /// Claims the response of this use: `false` if it already had one (the target answered the
@@ -154,6 +167,26 @@ mod tests {
         assert_eq!(e.put(), Some((0, 1)));
         e.arm(2);
         assert!(e.take_response());
+    }
+
+    /// A response for a request that ended without one (cancelled after its SEND completed) is
+    /// refused: it cannot drop the reference the SEND left and end the request a second time.
+    #[test]
+    fn no_response_after_the_end() {
+        let e = ReqEnd::new();
+        e.arm(2);
+        assert!(e.put().is_none());
+        e.disarm();
+        assert!(!e.take_response());
+        e.arm(2);
+        assert!(e.take_response());
+    }
+
+    /// A request never used accepts no response.
+    #[test]
+    fn no_response_before_the_first_use() {
+        let e = ReqEnd::new();
+        assert!(!e.take_response());
     }
 
     /// Exactly one `put` of a use ends the request, also when a use waits for one completion.

@@ -6,9 +6,10 @@
 #![deny(unsafe_code)]
 
 use super::{
-    ctrl::{error_recovery, wr_error, AQ_BLK_MQ_DEPTH, AQ_DEPTH, CTRLS},
+    controller::{error_recovery, wr_error, CTRLS},
     device::max_fr_pages,
     io::RdmaMq,
+    queue::{AQ_BLK_MQ_DEPTH, AQ_DEPTH},
     Ctrl, RdmaCtrl,
 };
 use crate::{
@@ -430,7 +431,7 @@ impl CtrlOps for RdmaCtrl {
 
     fn aen_send_done(ctrl: &Ctrl, wc: &Wc) {
         if !wc.is_ok() {
-            wr_error(ctrl, wc, "ASYNC");
+            wr_error(ctrl, 0, wc, "ASYNC");
         }
     }
 

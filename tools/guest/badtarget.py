@@ -27,6 +27,10 @@ is not a Fabrics command; connect: Fabrics Connect on any queue; any: any comman
   early         (reads) the response before the data
   slow          answer after --delay seconds
   drop          disconnect the queue instead of answering
+  late          disconnect the queue instead of answering, then answer the command (success) on the
+                queue's next connection, before that connection's Fabrics Connect: a response for
+                a command the host has ended (cancelled by its error recovery)
+  late-inval    as late, the answer with remote invalidation of the command's MR
 Modes for connection requests (CLASS is ignored; --nth counts requests: 1 = the admin queue):
   cm-silent     never answer the request; cm-reject-bad: reject with malformed private data;
   cm-qsize      accept with a queue size (crqsize) that contradicts the request (1)
@@ -152,7 +156,10 @@ class Queue:
 
     def close(self):
         self.dead = True
-        for o in (self.qp, self.cq, self.recv_mr, self.send_mr, self.data_mr, self.cmid):
+        # Not the CMID: pyverbs' close of a connection's id clears the device context and PD it
+        # shares with the listener (the next connection then crashed in libibverbs). Ids are kept
+        # for the life of the process instead (Target.ids).
+        for o in (self.qp, self.cq, self.recv_mr, self.send_mr, self.data_mr):
             try:
                 o.close()
             except Exception:   # noqa: BLE001 (best effort at teardown)
@@ -173,6 +180,8 @@ class Target:
         self.count = {"io": 0, "admin": 0, "connect": 0, "any": 0, "cm": 0}
         self.props = {"cc": 0, "csts": 0}
         self.cntlid = 1
+        self.late = {}           # qid -> the response held back by mode late
+        self.ids = []            # every connection's CMID, never closed (see Queue.close)
         say("listening on", "%s:%d" % (a.addr, a.port), "nqn", a.nqn, "mode", a.mode, "on", a.on, "nth", a.nth)
 
     @staticmethod
@@ -213,6 +222,7 @@ class Target:
         if t == EV_CONNECT_REQUEST:
             pdata = ev.private_data
             child = CMID(creator=ev, listen_id=self.listener)
+            self.ids.append(child)
             ev.ack_cm_event()
             self.connect_request(child, pdata)
         else:
@@ -269,8 +279,18 @@ class Target:
         if self.a.verbose:
             say("qid", q.qid, "cid", hex(cid), "opcode", hex(op), "cdw10", hex(struct.unpack_from("<I", cmd, 40)[0]),
                 "nsid", struct.unpack_from("<I", cmd, 4)[0])
-        if hit and self.a.mode == "drop":
+        if op == 0x7F and cls == "connect" and q.qid in self.late:
+            say("misbehave: late answer for cid", hex(struct.unpack_from("<H", self.late[q.qid][0], 12)[0]),
+                "on the new connection of qid", q.qid, "before its fabrics connect")
+            q.send(*self.late.pop(q.qid))
+        if hit and self.a.mode in ("drop", "late", "late-inval"):
             say("misbehave: disconnecting qid", q.qid, "instead of answering cid", hex(cid))
+            if self.a.mode.startswith("late"):
+                # the answer: success; late-inval: with remote invalidation of the command's MR if
+                # its SGL asked for it (as to_host and from_host answer)
+                _addr, _len, key, typ = self.sgl(cmd)
+                inval = key if self.a.mode == "late-inval" and typ & 0x0F == 0x0F else None
+                self.late[q.qid] = (struct.pack("<QHHHH", 0, 0, q.qid, cid, 0), inval)
             q.dead = True
             q.cmid.disconnect()
             return

@@ -11,6 +11,8 @@
 #   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
 #   load/unload cycles (100). only=TEXT|... (development): run only the tests whose name has one of the TEXTs.
+#   c-all=yes: misbehave runs the C control also where it oopses the kernel (marked noc);
+#   bt-verbose=yes: badtarget logs every command (shown when a test fails).
 #   split=: in datapath, lifecycle and faults, the tests the fabric does not decide on one fabric
 #   each (yes) or on every fabric (no, the default; lib.sh on_fabric).
 #   wire=: the wire group's scenarios on every fabric (all, the default) or each on one (split;
@@ -232,7 +234,9 @@ for g in "$@"; do
 	only=*) RNVME_ONLY=${g#only=};;
 	split=yes|split=no) FABRIC_SPLIT=${g#split=};;
 	wire=*) WIRE_MODE=${g#wire=};;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, split=yes|no, wire=split|all)" >&2; exit 2;;
+	c-all=yes) BT_C_ALL=yes;;
+	bt-verbose=yes) BT_VERBOSE=yes;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, split=yes|no, wire=split|all, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done
