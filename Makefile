@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+.PHONY: misbehave all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
 	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
@@ -89,6 +89,11 @@ bench:
 demo:
 	@tools/demo $(FLAVOUR)
 
+# make misbehave [MISBEHAVE="c-all=yes only=..."]: the misbehaving target against both drivers.
+misbehave:
+	@scripts/vm-run --timeout 2700 --results "$${RNVME_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/rnvme-rdma}/misbehave" \
+		tools/guest/suite.sh misbehave driver=rnvme,c fabrics=rxe $(MISBEHAVE)
+
 host-test:
 	@. scripts/lib.sh && in_root --bind "$$RNVME_TOP" /mnt/project -- sh -c \
 		'rustc --edition=2021 --test -o /tmp/rnvme-host-tests /mnt/project/tools/host-tests/main.rs && /tmp/rnvme-host-tests'
@@ -132,6 +137,10 @@ help:
 	@echo "                     rounds, the guest's clock counting instructions (~27 min): report.md with"
 	@echo "                     a per-module profile, ratios.png under bench-results/ (BENCH='--quick' for a"
 	@echo "                     smoke run; BENCH='rounds=6 fabrics=rxe runtime=10', --wallclock, --flavour debug)"
+	@echo "  make misbehave     the misbehaving target (tools/guest/badtarget.py, rxe) against rnvme_rdma and"
+	@echo "                     the C nvme_rdma in one boot of the debug kernel: one bt-result line per"
+	@echo "                     behaviour and driver (~15 min; make check runs rnvme_rdma's half);"
+	@echo "                     MISBEHAVE='c-all=yes' also runs C where it oopses or hangs"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make KVER=R        build rnvme_rdma.ko on this machine for its distribution kernel R (e.g."
 	@echo "                     \$$(uname -r); Debian 7.3.4+deb13: its headers + linux-source-7.3 + rustc;"

@@ -187,6 +187,11 @@ impl<T> TryCell<T> {
         }
     }
 
+    /// Whether somebody is using the value now (a snapshot: it may change at once).
+    pub(crate) fn in_use(&self) -> bool {
+        self.busy.load(core::sync::atomic::Ordering::Acquire)
+    }
+
     /// Runs `f` on the value unless somebody else is using it.
     #[inline(always)]
     pub(crate) fn try_with<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {

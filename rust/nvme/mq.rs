@@ -261,6 +261,14 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::rnvme_nvmf_complete_timed_out_request(self.as_raw()) };
     }
 
+    /// Hands the started request to the timeout handler now (`blk_abort_request`), as if its
+    /// timeout had expired.
+    pub(crate) fn abort(&self) {
+        // SAFETY: the request is valid (type invariant); blk-mq ignores the abort of a request
+        // that is not in flight any more when its timeout work runs.
+        unsafe { raw::blk_abort_request(self.as_raw()) };
+    }
+
     /// Completion entry of the command's SEND.
     pub(crate) fn send_cqe(&self) -> &Cqe {
         // SAFETY: the PDU is valid for the request's life (type invariant); the entries were

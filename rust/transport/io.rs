@@ -308,7 +308,18 @@ impl MqOps for RdmaMq {
             Some(Ok(reg)) => {
                 // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
                 match qp.post_send(reg, rq.send_cqe(), sges.as_slice()) {
-                    Ok(()) => return BlkStatus::OK,
+                    Ok(()) => {
+                        // The queue was lost while this request was being prepared: the abort
+                        // of its commands found it busy and left it (`timeout`); abort it now,
+                        // so it ends as they did (issue 28, finding 5). Until the next
+                        // connection clears `lost`, nothing reuses the request on this queue
+                        // (`queue_rq` refuses), and no new connection can come before this
+                        // `queue_rq` returned (a teardown quiesces the queue first).
+                        if q.lost.load(Acquire) {
+                            rq.abort();
+                        }
+                        return BlkStatus::OK;
+                    }
                     Err(e) => {
                         dev_err!(
                             rq.ctrl(),
@@ -359,6 +370,13 @@ impl MqOps for RdmaMq {
     fn timeout(rq: &Request<Self>) -> TimeoutAction {
         let ctrl = rq.ctrl();
         let qid = rq.data().qid;
+        if rq.data().io.in_use() {
+            // `queue_rq` is still preparing the request (an abort of a lost queue can come at
+            // any moment, not only a timeout later): ended now, it would leave `queue_rq` its
+            // mappings and let it post the SEND of an ended request. `queue_rq` aborts it again
+            // once it let the request go, if the queue is lost (issue 28, finding 5).
+            return TimeoutAction::ResetTimer;
+        }
         if ctrl.queue(qid).is_some_and(|q| q.lost.load(Acquire))
             && ctrl.nvme().state() != State::Live
         {

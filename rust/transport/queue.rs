@@ -498,10 +498,25 @@ impl Queue {
         Ok(())
     }
 
+    /// Marks the queue lost and waits until no `queue_rq` that saw it not lost can still post on
+    /// it: blk-mq runs `queue_rq` of a non-blocking queue inside an RCU read-side critical
+    /// section. After this, whatever `queue_rq` posted is on the QP (and a drain flushes it), and
+    /// every later `queue_rq` refuses. The teardown quiesces the admin and I/O queues, but not the
+    /// fabrics queue (Property Get/Set, DH-HMAC-CHAP), which shares queue 0: without this, one of
+    /// its commands could post on the QP after its drain, or while it is destroyed (issue 28,
+    /// finding 3; the C driver has the race).
+    /// (Only with a connection: without one, no `queue_rq` has a QP to post on.)
+    fn mark_lost(&self, conn: &Option<CmId<ConnCm>>) {
+        self.lost.store(true, Release);
+        if conn.is_some() {
+            kernel::sync::rcu::synchronize_rcu();
+        }
+    }
+
     /// Disconnects and drains the queue if it is live (`nvme_rdma_stop_queue`).
     pub(super) fn stop(&self) {
         let conn = self.conn.lock();
-        self.lost.store(true, Release);
+        self.mark_lost(&conn);
         if let Some(cm) = conn.as_ref() {
             if self.live.swap(false, Relaxed) {
                 disconnect_and_drain(cm);
@@ -515,7 +530,7 @@ impl Queue {
     /// there, and a late completion could meet the ended request's next use).
     pub(super) fn kill(&self) {
         let conn = self.conn.lock();
-        self.lost.store(true, Release);
+        self.mark_lost(&conn);
         self.live.store(false, Relaxed);
         if let Some(cm) = conn.as_ref() {
             if cm.handler().state.lock().recvs_posted {

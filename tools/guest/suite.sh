@@ -11,7 +11,7 @@
 #   DP_FABRICS for the whole run (vm-run passes arguments, not the environment); `suite.sh
 #   datapath driver=rnvme,c` runs the datapath group with each driver. cycles=: module
 #   load/unload cycles (100). only=TEXT|... (development): run only the tests whose name has one of the TEXTs.
-#   c-all=yes: misbehave runs the C control also where it oopses the kernel (marked noc);
+#   c-all=yes: misbehave runs the C control also where it oopses the kernel or hangs (noc);
 #   bt-verbose=yes: badtarget logs every command (shown when a test fails).
 #   split=: in datapath, lifecycle and faults, the tests the fabric does not decide on one fabric
 #   each (yes) or on every fabric (no, the default; lib.sh on_fabric).
