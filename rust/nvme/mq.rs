@@ -251,8 +251,14 @@ impl<M: MqOps> Request<M> {
     }
 
     /// The first bytes of the command: opcode.
+    ///
+    /// Read without a reference into the command: the timeout handler asks for it, and a
+    /// request that times out is not the caller's to hold `&mut` into (`queue_rq` may still be
+    /// setting the command up, issue 28).
     pub(crate) fn opcode(&self) -> u8 {
-        self.with_cmd(|c| c[0])
+        // SAFETY: the command lives in the PDU (type invariant); one byte is read, volatile, with
+        // no reference created, so a concurrent writer is not aliased.
+        unsafe { core::ptr::read_volatile((*self.pdu()).cmd.get().cast::<u8>()) }
     }
 
     /// Completes a timed-out request as aborted (`nvmf_complete_timed_out_request`).

@@ -42,14 +42,23 @@ pub(crate) struct Options(Opaque<raw::nvmf_ctrl_options>);
 // the whole struct: the core's sysfs attributes write some fields (`reconnect_delay`,
 // `max_reconnects`, `fast_io_fail_tmo`) of a live controller's options at any time, which a
 // shared reference would assert immutable. The string fields and counts read here are set
-// by the parser and written afterwards only by `default_trsvcid`, during `create_ctrl`; the
-// sysfs-written ones are read as plainly as the C transports read them (a torn read is
-// impossible for these aligned 32-bit fields).
+// by the parser and written afterwards only by `default_trsvcid`, during `create_ctrl`. The
+// sysfs-written ones are read with `field_once!` (`READ_ONCE`): a plain read racing the sysfs
+// store would be a data race.
 macro_rules! field {
     ($self:ident . $f:ident) => {
         // SAFETY: the options are valid for the borrow (type invariant); one field is read
         // through the raw pointer (see above).
         unsafe { (*$self.0.get()).$f }
+    };
+}
+
+/// A field the core's sysfs attributes write at any time, read as `READ_ONCE` does.
+macro_rules! field_once {
+    ($self:ident . $f:ident) => {
+        // SAFETY: the options are valid for the borrow (type invariant); the field is aligned and
+        // read once, volatile, through the raw pointer, as the C side's `READ_ONCE`.
+        unsafe { core::ptr::read_volatile(core::ptr::addr_of!((*$self.0.get()).$f)) }
     };
 }
 
@@ -149,12 +158,12 @@ impl Options {
 
     /// `reconnect_delay=` in seconds.
     pub(crate) fn reconnect_delay(&self) -> u32 {
-        field!(self.reconnect_delay)
+        field_once!(self.reconnect_delay)
     }
 
     /// `max_reconnects` derived from `ctrl_loss_tmo` (-1: forever).
     pub(crate) fn max_reconnects(&self) -> i32 {
-        field!(self.max_reconnects)
+        field_once!(self.max_reconnects)
     }
 
     /// The subsystem NQN (`nqn=`, always present).
