@@ -74,6 +74,11 @@ pub(crate) struct Controller<T: CtrlOps> {
     data: T,
 }
 
+/// The controller ops' flags. Never `NVME_F_BLOCKING`: the tag sets must stay non-blocking, as
+/// `queue_rq` runs inside an RCU read-side section then (see `mq.rs`, `queue_rq_cb`).
+const OPS_FLAGS: u32 = raw::NVME_F_FABRICS | raw::NVME_F_METADATA_SUPPORTED;
+const _: () = assert!(OPS_FLAGS & raw::NVME_F_BLOCKING == 0);
+
 // SAFETY: the core serialises its use of `nvme_ctrl`; `T` is Send + Sync.
 unsafe impl<T: CtrlOps> Send for Controller<T> {}
 // SAFETY: see `Send`.
@@ -131,7 +136,7 @@ impl<T: CtrlOps> CtrlVtable<T> {
     const OPS: raw::nvme_ctrl_ops = raw::nvme_ctrl_ops {
         name: kernel::str::as_char_ptr_in_const_context(T::NAME),
         module: <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
-        flags: raw::NVME_F_FABRICS | raw::NVME_F_METADATA_SUPPORTED,
+        flags: OPS_FLAGS,
         dev_attr_groups: core::ptr::null_mut(),
         reg_read32: Some(raw::nvmf_reg_read32),
         reg_write32: Some(raw::nvmf_reg_write32),

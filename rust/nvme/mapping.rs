@@ -8,7 +8,10 @@
 
 use super::mq::{MqOps, Request};
 use crate::bindings::{raw, to_result};
-use crate::rdma::Device;
+use crate::rdma::{
+    qp::{Qp, SgeList},
+    Device,
+};
 use kernel::prelude::*;
 
 /// Mapping a request's command and data (`queue_rq`'s first steps, `nvme_rdma_map_data`).
@@ -117,9 +120,17 @@ pub(crate) struct MappedCmd {
 unsafe impl Send for MappedCmd {}
 
 impl MappedCmd {
-    /// The command's bus address.
-    pub(crate) fn dma_addr(&self) -> u64 {
-        self.dma
+    /// Appends the command to the SGEs of a SEND on `qp` (`EINVAL` if it is mapped for another
+    /// device or the list is full).
+    #[inline(always)]
+    pub(crate) fn push_to<const N: usize>(&self, sges: &mut SgeList<N>, qp: &Qp) -> Result {
+        if self.dev != qp.device().as_raw() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `dma` maps the 64-byte command to `dev` for the device to read (type
+        // invariant), which is `qp`'s device (checked above); the mapping is borrowed for the
+        // call.
+        unsafe { sges.push_raw(qp, self.dma, 64) }
     }
 
     /// Whether `dev` is a software device (`ib_uses_virt_dma`): nothing to sync or unmap.
@@ -218,6 +229,26 @@ impl MappedSg {
                 e
             }
         })
+    }
+
+    /// Appends the DMA entries to the SGEs of a SEND on `qp` (in-capsule data); returns their
+    /// total length. `EINVAL` if the data is not mapped to `qp`'s device for the device to read,
+    /// or the list cannot take every entry (then some may have been appended).
+    #[inline(always)]
+    pub(crate) fn push_to<const N: usize>(&self, sges: &mut SgeList<N>, qp: &Qp) -> Result<u32> {
+        if self.dev != qp.device().as_raw() || self.dir != raw::dma_data_direction::DMA_TO_DEVICE.0
+        {
+            return Err(EINVAL);
+        }
+        let mut total = 0u32;
+        for (addr, len) in self.entries() {
+            // SAFETY: the entries are mapped on `dev` in direction `dir` (type invariant), which
+            // are `qp`'s device and the device reading (checked above); the mapping is borrowed
+            // for the call.
+            unsafe { sges.push_raw(qp, addr, len) }?;
+            total = total.wrapping_add(len);
+        }
+        Ok(total)
     }
 
     /// Maps the entries onto `mr` for a fast registration.

@@ -146,8 +146,14 @@ pub(crate) trait MqOps: Sized + Send + Sync + 'static {
         hctx_idx: u32,
     ) -> impl PinInit<Self::Data, Error>;
 
-    /// Submits a request.
-    fn queue_rq(queue: &Self::Queue, rq: &Request<Self>, last: bool) -> BlkStatus;
+    /// Submits a request. Runs inside an RCU read-side section (`rcu`): the tag sets are not
+    /// `BLK_MQ_F_BLOCKING`.
+    fn queue_rq(
+        queue: &Self::Queue,
+        rq: &Request<Self>,
+        last: bool,
+        rcu: crate::rdma::RcuReader<'_>,
+    ) -> BlkStatus;
 
     /// Completes a request on the submitting CPU (after `Request::try_complete`).
     fn complete(rq: &Request<Self>);
@@ -314,9 +320,12 @@ impl<M: MqOps> Request<M> {
     /// The generation of the command identifier (`nvme_req(rq)->genctr`).
     #[inline]
     pub(super) fn genctr(&self) -> u16 {
-        // SAFETY: the request's `nvme_request` is valid (type invariant); the core changes the
-        // generation only while it completes the request.
-        u16::from(unsafe { (*self.nreq()).genctr })
+        // SAFETY: the request's `nvme_request` is valid (type invariant). The core changes the
+        // generation when it sets up the request's next command (`nvme_setup_cmd`), which may run
+        // on another CPU while a response is looked up here (the C driver reads it plainly too):
+        // read it once, as `READ_ONCE` does, and let the caller's checks of the request's state
+        // decide whether the value still belongs to the command id looked for.
+        u16::from(unsafe { core::ptr::read_volatile(&raw const (*self.nreq()).genctr) })
     }
 
     fn nreq(&self) -> *mut raw::nvme_request {
@@ -549,7 +558,11 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
                 (*bd).last,
             )
         };
-        M::queue_rq(q, rq, last).0
+        // SAFETY: blk-mq calls `queue_rq` of a tag set without `BLK_MQ_F_BLOCKING` inside
+        // `rcu_read_lock()` (`blk_mq_run_dispatch_ops`); the nvme core sets that flag only for
+        // `NVME_F_BLOCKING`, which the transport's controller ops do not have (`ctrl.rs`).
+        let rcu = unsafe { crate::rdma::RcuReader::assume() };
+        M::queue_rq(q, rq, last, rcu).0
     }
 
     /// # Safety

@@ -5,7 +5,7 @@
 //! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h)
 
 use super::{
-    qp::{Qp, QpAttr},
+    qp::{Qp, QpAttr, QpCell},
     recv::{RecvDone, RecvRing},
     verbs::{Cq, Pd},
     Device, SockAddr,
@@ -72,6 +72,12 @@ pub(crate) trait CmHandler: Send + Sync + Sized + 'static {
 
     /// Called for every event of the id.
     fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>);
+
+    /// The cell the data path reads the id's QP from, once [`CmId::publish_qp`] published it
+    /// (none by default).
+    fn qp_cell(_this: &Self) -> Option<&QpCell> {
+        None
+    }
 }
 
 /// The protection domain, completion queue and receive ring a QP is created with. A QP must not
@@ -187,9 +193,10 @@ impl<H: CmHandler> CmIdLocked<H> {
         // SAFETY: the id is live and its handler mutex held (type invariant); the QP was just
         // created on it.
         let qp = unsafe { (*self.raw()).qp };
-        // SAFETY: the QP lives until `CmId::drop` destroys it, which disarms the ring first; the
-        // ring is part of `res`, which the id's context owns from now on (it does not move: the
-        // context is in an `Arc`) and drops only after destroying the QP; nothing is posted yet.
+        // SAFETY: the QP lives until `CmId::drop` destroys it, which disarms the ring and waits
+        // for a grace period first; the ring is part of `res`, which the id's context owns from
+        // now on (it does not move: the context is in an `Arc`) and drops only after destroying
+        // the QP; nothing is posted yet.
         unsafe { res.recv_ring().arm(qp) };
         Ok(res)
     }
@@ -249,6 +256,9 @@ struct Ctx<H: CmHandler> {
     h: Arc<H>,
     /// The QP's CQ and PD, set by [`CmIdLocked::create_qp`].
     qp_res: kernel::sync::SetOnce<H::QpRes>,
+    /// The cell the QP was published in ([`CmId::publish_qp`]; null: none). It is the
+    /// handler's, which this context keeps.
+    published: core::sync::atomic::AtomicPtr<QpCell>,
 }
 
 // SAFETY: rdma_cm ids may be used and destroyed from any thread; `H` is Send + Sync.
@@ -264,6 +274,7 @@ impl<H: CmHandler> CmId<H> {
                 closing: core::sync::atomic::AtomicBool::new(false),
                 h: handler.clone(),
                 qp_res: kernel::sync::SetOnce::new(),
+                published: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
             },
             GFP_KERNEL,
         )?
@@ -368,14 +379,46 @@ impl<H: CmHandler> CmId<H> {
         &self.handler
     }
 
-    /// What the id's QP was created with (`None` before [`CmIdLocked::create_qp`]).
-    pub(crate) fn qp_res(&self) -> Option<&H::QpRes> {
-        // SAFETY: the id is live (type invariant) and its context is our `Arc<Ctx<H>>`,
-        // reclaimed only when `self` is dropped, which this borrow prevents.
+    /// The id's context.
+    fn ctx(&self) -> &Ctx<H> {
+        // SAFETY: the id is live (type invariant) and its context is our `Arc<Ctx<H>>`, set at
+        // creation and reclaimed only when `self` is dropped, which this borrow prevents.
         let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*self.raw()).context.cast()) };
         let p: *const Ctx<H> = &*ctx;
         // SAFETY: `p` points into the `Arc<Ctx<H>>`, which outlives the borrow of `self` (above).
-        unsafe { &*p }.qp_res.as_ref()
+        unsafe { &*p }
+    }
+
+    /// What the id's QP was created with (`None` before [`CmIdLocked::create_qp`]).
+    pub(crate) fn qp_res(&self) -> Option<&H::QpRes> {
+        self.ctx().qp_res.as_ref()
+    }
+
+    /// Publishes the id's QP in its handler's cell ([`CmHandler::qp_cell`]) for the data path.
+    /// The id withdraws it again, and waits for an RCU grace period, before it destroys the QP.
+    /// `ENOTCONN` without a QP, `EINVAL` if the handler names no cell.
+    pub(crate) fn publish_qp(&self) -> Result {
+        let qp = self.qp().ok_or(ENOTCONN)?;
+        let ctx = self.ctx();
+        let cell = H::qp_cell(&ctx.h).ok_or(EINVAL)?;
+        let p: *const QpCell = cell;
+        // Recorded before the QP is published, so `drop` withdraws it from this cell. (The cell
+        // is the handler's, which `ctx` keeps until after the QP is destroyed.)
+        if let Err(old) = ctx.published.compare_exchange(
+            core::ptr::null_mut(),
+            p.cast_mut(),
+            core::sync::atomic::Ordering::AcqRel,
+            core::sync::atomic::Ordering::Acquire,
+        ) {
+            // One cell per id: a QP published elsewhere stays there.
+            if old != p.cast_mut() {
+                return Err(EINVAL);
+            }
+        }
+        // SAFETY: the QP lives until `drop` destroys it, which first withdraws it from the cell
+        // recorded above and waits for a grace period.
+        unsafe { cell.publish(qp) };
+        Ok(())
     }
 
     /// Starts address resolution from `src` (any local address when `None`) to `dst`;
@@ -440,6 +483,14 @@ impl<H: CmHandler> Drop for CmId<H> {
             r.recv_ring().disarm();
         }
         if !qp.is_null() {
+            let cell = res.published.load(core::sync::atomic::Ordering::Acquire);
+            if !cell.is_null() {
+                // SAFETY: a recorded cell is the handler's, which `res` keeps (see `publish_qp`).
+                unsafe { (*cell).withdraw(qp) };
+            }
+            // Whoever read the QP from the cell or a receive entry before they were cleared did
+            // so inside an RCU read-side section (`RcuReader`): wait until all have ended.
+            kernel::sync::rcu::synchronize_rcu();
             // The MR pool is emptied first, then the QP is destroyed with the verbs call since
             // the id no longer exists (as the C driver does).
             // SAFETY: the QP was created on this id and every MR taken from its pool is back in

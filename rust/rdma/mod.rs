@@ -16,6 +16,36 @@ use crate::bindings::raw;
 use core::marker::PhantomData;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 
+/// Evidence that the current context is an RCU read-side critical section for `'a`: what the
+/// data path needs to use a QP it reads from a [`qp::QpCell`] or a receive entry (their owner
+/// withdraws the QP, then waits for a grace period before destroying it).
+///
+/// Obtained from a [`kernel::sync::rcu::Guard`] ([`RcuReader::of`]), inside a completion callback
+/// ([`qp::Wc::rcu`]), or inside blk-mq's `queue_rq` (the `nvme` layer). Not `Send`: the property
+/// is the current thread's.
+#[derive(Clone, Copy)]
+pub(crate) struct RcuReader<'a>(PhantomData<(&'a (), *mut ())>);
+
+impl<'a> RcuReader<'a> {
+    /// The read-side section `g` holds.
+    #[inline(always)]
+    pub(crate) fn of(_g: &'a kernel::sync::rcu::Guard) -> Self {
+        Self(PhantomData)
+    }
+
+    /// Asserts that the caller runs inside an RCU read-side critical section.
+    ///
+    /// # Safety
+    ///
+    /// The current context is an RCU read-side critical section (a `rcu_read_lock()` section,
+    /// or a region with bottom halves, preemption or interrupts disabled, which
+    /// `synchronize_rcu` also waits for) that lasts at least for `'a`.
+    #[inline(always)]
+    pub(crate) unsafe fn assume() -> Self {
+        Self(PhantomData)
+    }
+}
+
 /// An IPv4 or IPv6 socket address (`struct sockaddr_storage`).
 pub(crate) struct SockAddr(raw::__kernel_sockaddr_storage);
 

@@ -5,6 +5,7 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/mr_pool.h`](srctree/include/rdma/mr_pool.h)
 
+use super::verbs::DmaBuf;
 use crate::bindings::{raw, to_result};
 use kernel::{prelude::*, str::CStr, types::Opaque};
 
@@ -92,6 +93,16 @@ impl Wc {
         self.raw().byte_len
     }
 
+    /// The RCU read-side section every completion callback runs in (see `done_cb`): the
+    /// callback may use a QP it reads from a [`QpCell`] or a receive entry.
+    #[inline(always)]
+    pub(crate) fn rcu(&self) -> super::RcuReader<'_> {
+        // SAFETY: a `Wc` exists only during a completion callback (type invariant), which runs
+        // with bottom halves disabled (softirq CQs) or under `rcu_read_lock` (`done_cb` takes it
+        // for direct CQs), for longer than this borrow.
+        unsafe { super::RcuReader::assume() }
+    }
+
     /// The rkey the peer invalidated with SEND_WITH_INVALIDATE, if it did.
     pub(crate) fn invalidated_rkey(&self) -> Option<u32> {
         let wc = self.raw();
@@ -171,7 +182,7 @@ pub(crate) trait CqeDone<const ID: u64>: HasCqe<ID> + Sized + Sync {
 ///
 /// Called by ib_core for a completion whose `wr_cqe` is the `ID` entry of a live `T`.
 unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
-    _cq: *mut raw::ib_cq,
+    cq: *mut raw::ib_cq,
     wc: *mut raw::ib_wc,
 ) {
     // SAFETY: `wc` is valid during the callback; `wr_cqe` is the union member we posted with.
@@ -180,7 +191,18 @@ unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
     // keeps alive until this completion ran (requirement of the posting functions).
     let this = unsafe { &*cqe.cast::<u8>().sub(T::OFFSET).cast::<T>() };
     // SAFETY: `Wc` is repr(transparent) and valid during the callback.
-    T::done(this, unsafe { &*wc.cast::<Wc>() });
+    let wc = unsafe { &*wc.cast::<Wc>() };
+    // The callback is an RCU read-side section (`Wc::rcu`). A softirq CQ's runs with bottom
+    // halves disabled, which `synchronize_rcu` waits for; a direct CQ is polled in process
+    // context (`PollCell::poll`, or `ib_drain_qp` itself), so the lock is taken here, for the
+    // poll queues only.
+    // SAFETY: `cq` is the live CQ being polled; its polling context never changes.
+    if unsafe { (*cq).poll_ctx } == raw::ib_poll_context_IB_POLL_DIRECT {
+        let _g = kernel::sync::rcu::read_lock();
+        T::done(this, wc);
+    } else {
+        T::done(this, wc);
+    }
 }
 
 /// The asynchronous event handler of the QPs created by [`super::cm::CmIdLocked::create_qp`]
@@ -276,14 +298,27 @@ impl Qp {
     /// Posts an optional memory registration followed by a signalled SEND of `sges`, in one
     /// chain. `send` and `reg` complete into their entries.
     ///
-    /// Only armed entries are accepted (see [`Cqe`]): their owners outlive the work requests. The
-    /// memory the SGEs describe must stay mapped until the completions ran or the QP was drained:
-    /// the transport keeps a request's mappings until the request ends, after its completions.
+    /// Everything posted is checked to be this QP's: the SGEs were built for it from DMA
+    /// mappings of its device with its PD's lkey ([`SgeList`]), the MR is from its pool
+    /// ([`Mr::reg_wr`]), and only armed entries are accepted (see [`Cqe`]): their owners
+    /// outlive the work requests. What remains is the one rule no type here can carry (the
+    /// kernel crate's DMA types have it too): what the device was handed stays mapped until the
+    /// completions ran or the QP was drained; the transport keeps a request's mappings and MR
+    /// until the request ends, after its completions (`ReqEnd`).
     #[inline(always)]
-    pub(crate) fn post_send(&self, reg: Option<RegWr>, send: &Cqe, sges: &[Sge]) -> Result {
-        if !send.armed() || reg.is_some_and(|r| !r.armed) {
+    pub(crate) fn post_send<const N: usize>(
+        &self,
+        reg: Option<RegWr>,
+        send: &Cqe,
+        sges: &SgeList<N>,
+    ) -> Result {
+        if !send.armed()
+            || reg.is_some_and(|r| !r.armed || r.qp != self.as_raw())
+            || !sges.is_for(self)
+        {
             return Err(EINVAL);
         }
+        let sges = sges.as_slice();
         // SAFETY: all-zero WRs are valid.
         let mut wr: raw::ib_send_wr = unsafe { core::mem::zeroed() };
         wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(send.as_raw());
@@ -407,6 +442,7 @@ impl Mr {
     pub(crate) fn reg_wr(&self, cqe: &Cqe) -> RegWr {
         RegWr {
             mr: self.mr,
+            qp: self.qp,
             key: self.rkey(),
             cqe: cqe.as_raw(),
             armed: cqe.armed(),
@@ -427,6 +463,8 @@ impl Drop for Mr {
 #[derive(Clone, Copy)]
 pub(crate) struct RegWr {
     mr: core::ptr::NonNull<raw::ib_mr>,
+    /// The QP whose pool the MR is from: [`Qp::post_send`] refuses it on another.
+    qp: *mut raw::ib_qp,
     key: u32,
     cqe: *mut raw::ib_cqe,
     /// The entry was armed when the request was prepared (its owner outlives the QP).
@@ -435,7 +473,7 @@ pub(crate) struct RegWr {
 
 /// A scatter/gather element describing `len` bytes at bus address `addr` under `lkey`.
 #[inline]
-pub(crate) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
+pub(super) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
     Sge {
         addr,
         length: len,
@@ -443,11 +481,22 @@ pub(crate) fn sge(addr: u64, len: u32, lkey: u32) -> Sge {
     }
 }
 
-/// Up to `N` scatter/gather elements of one work request, filled in order. Only the elements
+/// Up to `N` scatter/gather elements of one SEND on one QP, filled in order. Only the elements
 /// pushed are ever written or read: nothing is zeroed first (a SEND of a 4k read posts one of
 /// its five).
+///
+/// There is no safe way to put a raw address or key in: the elements come from DMA mappings of
+/// the QP's device (a [`DmaBuf`], or the `nvme` layer's request mappings through the unsafe
+/// [`SgeList::push_raw`]), always with the lkey of the QP's PD, and the list is posted only on
+/// the QP it was filled for.
+///
+/// # Invariants
+///
+/// The first `len` elements describe memory that was DMA-mapped for the device of `qp` when it
+/// was pushed, under its PD's local DMA lkey; `qp` is null only while `len` is 0.
 pub(crate) struct SgeList<const N: usize> {
     len: usize,
+    qp: *mut raw::ib_qp,
     sges: core::mem::MaybeUninit<[Sge; N]>,
 }
 
@@ -457,15 +506,22 @@ impl<const N: usize> SgeList<N> {
     pub(crate) fn new() -> Self {
         Self {
             len: 0,
+            qp: core::ptr::null_mut(),
             sges: core::mem::MaybeUninit::uninit(),
         }
     }
 
-    /// Appends `len` bytes at bus address `addr` under `lkey`; fails (changing nothing) when the
-    /// list is full.
+    /// Appends `len` bytes at bus address `addr` for a SEND on `qp`, under the lkey of its PD;
+    /// fails (changing nothing) when the list is full or was filled for another QP.
+    ///
+    /// # Safety
+    ///
+    /// `len` bytes at `addr` are DMA-mapped for the device of `qp`, for the device to read, by a
+    /// mapping the caller holds now. (That it stays mapped until the SEND completed is the rule
+    /// of [`Qp::post_send`].)
     #[inline(always)]
-    pub(crate) fn push(&mut self, addr: u64, len: u32, lkey: u32) -> Result {
-        if self.len >= N {
+    pub(crate) unsafe fn push_raw(&mut self, qp: &Qp, addr: u64, len: u32) -> Result {
+        if self.len >= N || (self.len > 0 && self.qp != qp.as_raw()) {
             return Err(EINVAL);
         }
         // SAFETY: `self.len < N`, so the element is inside the array.
@@ -474,10 +530,31 @@ impl<const N: usize> SgeList<N> {
                 .as_mut_ptr()
                 .cast::<Sge>()
                 .add(self.len)
-                .write(sge(addr, len, lkey))
+                .write(sge(addr, len, qp.local_dma_lkey()))
         };
+        // INVARIANT: mapped for `qp`'s device (caller), under its PD's lkey; all elements are
+        // for `qp` (checked above).
+        self.qp = qp.as_raw();
         self.len += 1;
         Ok(())
+    }
+
+    /// Appends the whole of `buf` (mapped to the device) for a SEND on `qp`: `EINVAL` if the
+    /// buffer is mapped for another device or the list cannot take it.
+    pub(crate) fn push_buf(&mut self, qp: &Qp, buf: &DmaBuf) -> Result {
+        if !buf.is_to_device_of(qp.device()) {
+            return Err(EINVAL);
+        }
+        let len = u32::try_from(buf.len()).map_err(|_| EINVAL)?;
+        // SAFETY: `buf` is mapped for `qp`'s device, for the device to read (checked above), and
+        // borrowed for the call.
+        unsafe { self.push_raw(qp, buf.dma_addr(), len) }
+    }
+
+    /// Whether the list may be posted on `qp`: it is empty, or was filled for `qp`.
+    #[inline(always)]
+    fn is_for(&self, qp: &Qp) -> bool {
+        self.len == 0 || self.qp == qp.as_raw()
     }
 
     /// The elements pushed so far.
@@ -488,13 +565,20 @@ impl<const N: usize> SgeList<N> {
     }
 }
 
-/// The QP of a queue as the data path sees it: set once the connection is up, cleared before the
-/// QP is destroyed.
+/// The QP of a queue as the data path sees it: published by the [`super::cm::CmId`] that owns
+/// the QP once the connection is up ([`super::cm::CmId::publish_qp`]), withdrawn by it before
+/// the QP is destroyed.
 ///
-/// Readers (blk-mq submission and completion handlers) use the QP without holding a reference:
-/// the queue teardown quiesces submission, drains the QP (so no completion handler runs) and
-/// clears the cell before the owning [`super::cm::CmId`] is dropped. This is the protocol of
-/// the C driver; it is the one lifetime rule of the data path the types do not enforce.
+/// Readers (blk-mq submission, completion handlers, the AER) use the QP without holding a
+/// reference, inside an RCU read-side section ([`super::RcuReader`]). The id that published the
+/// QP withdraws it, then waits for a grace period, and only then destroys it (`CmId::drop`): no
+/// reader can still hold it. Only the id can publish, and it publishes in the cell its handler
+/// names ([`super::cm::CmHandler::qp_cell`]), which lives as long as the handler the id keeps.
+///
+/// # Invariants
+///
+/// The pointer is null or a QP of a live `CmId` that clears it (if still published) and waits
+/// for a grace period before destroying the QP.
 pub(crate) struct QpCell(core::sync::atomic::AtomicPtr<raw::ib_qp>);
 
 impl QpCell {
@@ -503,23 +587,36 @@ impl QpCell {
         Self(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
     }
 
-    /// Publishes `qp` (owned by a `CmId` the caller keeps until [`QpCell::clear`]).
-    pub(crate) fn set(&self, qp: &Qp) {
+    /// Publishes `qp`.
+    ///
+    /// # Safety
+    ///
+    /// `qp` is live until [`QpCell::withdraw`] was called with it and an RCU grace period
+    /// passed after that.
+    pub(super) unsafe fn publish(&self, qp: &Qp) {
+        // INVARIANT: the caller withdraws the QP and waits for a grace period before it goes.
         self.0
             .store(qp.as_raw(), core::sync::atomic::Ordering::Release);
     }
 
-    /// Withdraws the QP; call after quiescing and draining, before destroying it.
-    pub(crate) fn clear(&self) {
-        self.0
-            .store(core::ptr::null_mut(), core::sync::atomic::Ordering::Release);
+    /// Withdraws `qp` if it is the published QP (a later connection's stays).
+    pub(super) fn withdraw(&self, qp: *mut raw::ib_qp) {
+        let _ = self.0.compare_exchange(
+            qp,
+            core::ptr::null_mut(),
+            core::sync::atomic::Ordering::AcqRel,
+            core::sync::atomic::Ordering::Relaxed,
+        );
     }
 
-    /// The published QP.
-    pub(crate) fn get(&self) -> Option<&Qp> {
+    /// The published QP, usable for the read-side section `_rcu`.
+    #[inline(always)]
+    pub(crate) fn get<'a>(&'a self, _rcu: super::RcuReader<'a>) -> Option<&'a Qp> {
         let p = self.0.load(core::sync::atomic::Ordering::Acquire);
-        // SAFETY: a published QP stays live until `clear`, and the teardown protocol above
-        // guarantees no reader still uses it when it is destroyed.
+        // SAFETY: a published QP is destroyed only after it was withdrawn and a grace period
+        // passed (type invariant); the caller is inside a read-side section that lasts for
+        // `'a`, which began before any withdrawal that could have hidden `p`, so the grace
+        // period cannot end before `'a` does.
         (!p.is_null()).then(|| unsafe { Qp::from_raw(p) })
     }
 }

@@ -27,8 +27,9 @@ pub(crate) trait RecvDone: Send + Sync + Sized + 'static {
 ///
 /// # Invariants
 ///
-/// `qp` is null or the QP the ring was armed for, which is live while it is set: the owning
-/// `CmId` sets it when it creates the QP and clears it before destroying the QP.
+/// `qp` is null or the QP the ring was armed for, which is live until it is cleared and an RCU
+/// grace period passed: the owning `CmId` sets it when it creates the QP and, before destroying
+/// the QP, clears it ([`RecvRing::disarm`]) and waits for a grace period.
 pub(crate) struct RecvEntry<T> {
     cqe: Cqe,
     buf: DmaBuf,
@@ -59,13 +60,15 @@ impl<T> RecvEntry<T> {
     }
 
     /// Posts the buffer for the next receive on the ring's QP (`ENOTCONN` before the QP exists or
-    /// after it is gone).
-    pub(crate) fn post(&self) -> Result {
+    /// after it is gone), inside the read-side section `_rcu`.
+    pub(crate) fn post(&self, _rcu: super::RcuReader<'_>) -> Result {
         let p = self.qp.load(Ordering::Acquire);
         if p.is_null() {
             return Err(ENOTCONN);
         }
-        // SAFETY: a set `qp` is live (type invariant); it is cleared before the QP is destroyed.
+        // SAFETY: a set `qp` is live until it is cleared and a grace period passed (type
+        // invariant); the caller is inside a read-side section that began before any clearing
+        // that could have hidden `p`, and lasts for this call.
         let qp = unsafe { Qp::from_raw(p) };
         let sge = qp::sge(
             self.buf.dma_addr(),
@@ -115,21 +118,21 @@ impl<T: RecvDone> RecvRing<T> {
     ///
     /// # Safety
     ///
-    /// `qp` is live until [`RecvRing::disarm`]; the ring does not move and stays alive until
+    /// `qp` is live until [`RecvRing::disarm`] and an RCU grace period after it; the ring does not move and stays alive until
     /// every receive posted from it completed or `qp` was destroyed; nothing is posted yet.
     pub(super) unsafe fn arm(&self, qp: *mut raw::ib_qp) {
         for e in self.0.iter() {
             // SAFETY: `e.cqe` is the entry `0` of `e` (`HasCqe`), which stays in place and alive
             // as the caller guarantees for the ring; nothing is posted yet.
             unsafe { e.cqe.arm::<RecvEntry<T>, 0>() };
-            // INVARIANT: `qp` is live until `disarm` (caller).
+            // INVARIANT: `qp` is live until `disarm` and a grace period (caller).
             e.qp.store(qp, Ordering::Release);
         }
     }
 }
 
 impl<T> RecvRing<T> {
-    /// Stops posting: call before the QP is destroyed.
+    /// Stops posting: call before the QP is destroyed, and wait for an RCU grace period between.
     pub(super) fn disarm(&self) {
         for e in self.0.iter() {
             // INVARIANT: cleared before the QP goes.

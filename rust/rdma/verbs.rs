@@ -308,6 +308,11 @@ impl DmaBuf {
         self.buf.len()
     }
 
+    /// Whether the buffer is mapped for `dev`, for the device to read.
+    pub(crate) fn is_to_device_of(&self, dev: &super::Device) -> bool {
+        matches!(self.dir, DmaDir::ToDevice) && self.dev.as_raw() == dev.as_raw()
+    }
+
     #[inline(always)]
     fn sync_for_cpu(&self) {
         if self.dev.uses_virt_dma() {

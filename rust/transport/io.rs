@@ -20,13 +20,14 @@ use crate::{
         MappedCmd, MappedSg, State, TryCell,
     },
     proto::{
-        capsule::{self, Cqe, CQE_LEN, SQE_LEN},
+        capsule::{self, Cqe, CQE_LEN},
         inval::{self, Invalidation},
         sgl::Sgl,
     },
     rdma::{
         qp::{self, Mr, Wc},
         recv::{RecvDone, RecvEntry},
+        RcuReader,
     },
 };
 use core::sync::atomic::{
@@ -129,12 +130,7 @@ pub(super) fn map_data(
         && ctrl.use_inline_data.load(Relaxed)
         && rq.payload_bytes() <= q.inline_size.load(Relaxed)
     {
-        let lkey = qp.local_dma_lkey();
-        let mut len = 0u32;
-        for (addr, l) in sg.entries() {
-            sges.push(addr, l, lkey)?;
-            len += l;
-        }
+        let len = sg.push_to(sges, qp)?;
         let desc = Sgl::Inline {
             offset: u64::from(ctrl.nvme().icdoff()),
             len,
@@ -207,10 +203,10 @@ pub(super) fn prepare(
         return Err(NotPrepared::Status(st));
     }
     rq.data().end.arm(2);
-    let lkey = qp.local_dma_lkey();
-    // The first SGE cannot fail: the list is empty.
-    let _ = sges.push(cmd.dma_addr(), SQE_LEN as u32, lkey);
-    match map_data(q, qp, rq, mr_slot, sg_slot, sges) {
+    match cmd
+        .push_to(sges, qp)
+        .and_then(|()| map_data(q, qp, rq, mr_slot, sg_slot, sges))
+    {
         Ok(reg) => {
             cmd.sync_for_device();
             Ok(reg)
@@ -285,7 +281,7 @@ impl MqOps for RdmaMq {
     }
 
     #[inline]
-    fn queue_rq(q: &Queue, rq: &Request<Self>, _last: bool) -> BlkStatus {
+    fn queue_rq(q: &Queue, rq: &Request<Self>, _last: bool, rcu: RcuReader<'_>) -> BlkStatus {
         let live = q.live.load(Acquire);
         if !rq.check_ready(live) {
             return fail_nonready(rq);
@@ -293,7 +289,7 @@ impl MqOps for RdmaMq {
         if q.lost.load(Acquire) {
             return fail_lost(rq);
         }
-        let Some(qp) = q.qp.get() else {
+        let Some(qp) = q.qp.get(rcu) else {
             return fail_nonready(rq);
         };
         // Everything is mapped in place in the request's state, which releases it when the
@@ -307,7 +303,7 @@ impl MqOps for RdmaMq {
         let err = match prepared {
             Some(Ok(reg)) => {
                 // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
-                match qp.post_send(reg, rq.send_cqe(), sges.as_slice()) {
+                match qp.post_send(reg, rq.send_cqe(), &sges) {
                     Ok(()) => {
                         // The queue was lost while this request was being prepared: the abort
                         // of its commands found it busy and left it (`timeout`); abort it now,
@@ -480,7 +476,7 @@ impl RecvDone for RspData {
         } else {
             process_rsp(ctrl, *qid, &cqe, wc);
         }
-        match e.post() {
+        match e.post(wc.rcu()) {
             // The QP is going away (its id disarmed the ring).
             Ok(()) | Err(ENOTCONN) => {}
             Err(err) => dev_err!(
@@ -500,7 +496,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
     let Some(rq) = ctrl.find_rq::<RdmaMq>(qid, cid) else {
         let qpn = ctrl
             .queue(qid)
-            .and_then(|q| q.qp.get())
+            .and_then(|q| q.qp.get(wc.rcu()))
             .map_or(0, |qp| qp.num());
         dev_err!(ctrl, "got bad command_id {:#x} on QP {:#x}\n", cid, qpn);
         protocol_error(ctrl, qid);
@@ -537,7 +533,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
         Invalidation::Local => {
             let posted = ctrl
                 .queue(qid)
-                .and_then(|q| q.qp.get())
+                .and_then(|q| q.qp.get(wc.rcu()))
                 .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
             match posted {
                 Some(Ok(())) => stats::count(Counter::LocalInvalidations, qid, 1),

@@ -265,7 +265,9 @@ impl ConnCm {
         let res = id.qp_res().ok_or(ENOTCONN)?;
         // Set first: once one buffer is posted, the QP needs a drain before it goes.
         self.state.lock().recvs_posted = true;
-        res.recv_ring().iter().try_for_each(|e| e.post())
+        let g = kernel::sync::rcu::read_lock();
+        let rcu = crate::rdma::RcuReader::of(&g);
+        res.recv_ring().iter().try_for_each(|e| e.post(rcu))
     }
 
     fn conn_rejected(&self, r: &crate::rdma::cm::Reject<'_>) -> Error {
@@ -291,6 +293,10 @@ impl ConnCm {
 
 impl CmHandler for ConnCm {
     type QpRes = ConnQpRes;
+
+    fn qp_cell(this: &Self) -> Option<&QpCell> {
+        this.ctrl.queue(this.qid).map(|q| &q.qp)
+    }
 
     fn event(this: &Self, id: &CmIdLocked<Self>, ev: &CmEvent<'_>) {
         let r = match ev {
@@ -479,7 +485,6 @@ impl Queue {
             drop(cm);
             return Err(e);
         }
-        let qp = cm.qp().ok_or(ENOTCONN)?;
         let nis = cm.qp_res().map_or(0, |r| r.dev.0.num_inline_segments);
         self.num_inline_segments.store(nis, Relaxed);
         let inline = if self.qid == 0 {
@@ -493,7 +498,13 @@ impl Queue {
         }
         // A new connection has a new, full MR pool.
         self.mr_pool_empty.store(false, Relaxed);
-        self.qp.set(qp);
+        // For the data path; the id withdraws it again before it destroys the QP. (Not expected
+        // to fail: the connection has its QP, and the handler names the queue's cell.)
+        if let Err(e) = cm.publish_qp() {
+            self.poll_cq.clear();
+            disconnect_and_drain(&cm);
+            return Err(e);
+        }
         *self.conn.lock() = Some(cm);
         Ok(())
     }
@@ -555,8 +566,8 @@ impl Queue {
                     qp.drain();
                 }
             }
-            self.qp.clear();
             self.poll_cq.clear();
+            // Withdraws the QP from the data path, waits for its readers, destroys it.
             drop(cm);
         }
     }

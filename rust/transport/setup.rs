@@ -18,6 +18,7 @@ use crate::{
     rdma::{
         qp::{self, Wc},
         verbs::{DeviceRef, DmaBuf, DmaDir},
+        RcuReader,
     },
 };
 use core::sync::atomic::{
@@ -413,14 +414,23 @@ impl CtrlOps for RdmaCtrl {
 
     fn submit_async_event(ctrl: &Ctrl) {
         let Some(q) = ctrl.queue(0) else { return };
-        let Some(qp) = q.qp.get() else { return };
         let mut aen = ctrl.aen_sqe.lock();
         let Some(buf) = Option::as_mut(&mut *aen) else {
             return;
         };
         buf.with_cpu(|c| c.copy_from_slice(&capsule::async_event(AQ_BLK_MQ_DEPTH)));
-        let sge = qp::sge(buf.dma_addr(), SQE_LEN as u32, qp.local_dma_lkey());
-        if let Err(e) = qp.post_send(None, ctrl.aen_cqe(), &[sge]) {
+        // The QP is used inside a read-side section (its id withdraws it, then waits for one,
+        // before destroying it); the buffer's lock is a mutex, so it is taken first.
+        let g = kernel::sync::rcu::read_lock();
+        let Some(qp) = q.qp.get(RcuReader::of(&g)) else {
+            return;
+        };
+        let mut sges = qp::SgeList::<1>::new();
+        let posted = sges
+            .push_buf(qp, buf)
+            .and_then(|()| qp.post_send(None, ctrl.aen_cqe(), &sges));
+        drop(g);
+        if let Err(e) = posted {
             dev_err!(
                 ctrl,
                 "posting the async event request failed ({})\n",
