@@ -31,6 +31,11 @@ is not a Fabrics command; connect: Fabrics Connect on any queue; any: any comman
                 queue's next connection, before that connection's Fabrics Connect: a response for
                 a command the host has ended (cancelled by its error recovery)
   late-inval    as late, the answer with remote invalidation of the command's MR
+  auth-drop     (connect) answer the Fabrics Connect with "authentication required" (AUTHREQ ATR),
+                then disconnect the queue instead of answering the host's first DH-HMAC-CHAP
+                message (AUTH_Send, negotiate)
+  auth-drop-recv  as auth-drop, but the negotiate is answered; the queue is disconnected instead of
+                answering the AUTH_Receive that asks for the challenge
 Modes for connection requests (CLASS is ignored; --nth counts requests: 1 = the admin queue):
   cm-silent     never answer the request; cm-reject-bad: reject with malformed private data;
   cm-qsize      accept with a queue size (crqsize) that contradicts the request (1)
@@ -100,6 +105,7 @@ class Queue:
         self.ops = {}            # data slot -> what to do when its RDMA READ/WRITE completes
         self.delayed = []        # (when, fn)
         self.last_cid = None
+        self.auth = None         # the auth-drop mode this connection's Connect answer started
         self.cntlid = 0
         self.dead = False
         for i in range(self.depth):
@@ -265,6 +271,12 @@ class Target:
         if op == 0x7F:
             fct = cmd[4]
             cls = "connect" if fct == 0x01 else "fabrics"
+            if fct in (0x05, 0x06) and q.auth and (q.auth == "auth-drop" or fct == 0x06):
+                say("misbehave: disconnecting qid", q.qid, "in DH-HMAC-CHAP instead of answering its",
+                    "AUTH_Send" if fct == 0x05 else "AUTH_Receive", "cid", hex(cid))
+                q.dead = True
+                q.cmid.disconnect()
+                return
         elif q.qid == 0:
             cls = "admin"
         else:
@@ -305,7 +317,7 @@ class Target:
 
         try:
             if op == 0x7F:
-                self.fabrics(q, cmd, done)
+                self.fabrics(q, cmd, done, hit)
             elif q.qid == 0:
                 self.admin(q, cmd, done)
             else:
@@ -390,7 +402,7 @@ class Target:
         q.ops[slot] = read
         q.rdma(K_READ, slot, length, addr, key)
 
-    def fabrics(self, q, cmd, done):
+    def fabrics(self, q, cmd, done, hit=False):
         fct = cmd[4]
         if fct == 0x01:                                  # Connect
             qid, sqsize = struct.unpack_from("<HH", cmd, 42)
@@ -406,8 +418,15 @@ class Target:
                     self.cntlid += 1
                     self.props = {"cc": 0, "csts": 0}
                 say("fabrics connect qid", qid, "sqsize", sqsize, "cntlid", q.cntlid if qid == 0 else "-")
-                done(result=q.cntlid if qid == 0 else 0, inval=inval)
+                atr = 0
+                if hit and self.a.mode.startswith("auth-drop"):
+                    q.auth = self.a.mode
+                    atr = 1 << 17                          # AUTHREQ ATR: authentication required
+                    say("misbehave:", self.a.mode, "qid", qid, "connect answered: authentication required")
+                done(result=(q.cntlid if qid == 0 else 0) | atr, inval=inval)
             self.from_host(q, cmd, connected)
+        elif fct == 0x05 and q.auth:                      # AUTH_Send (negotiate): taken, success
+            self.from_host(q, cmd, lambda _data, inval: done(inval=inval))
         elif fct in (0x00, 0x04):                         # Property Set / Get
             size8 = cmd[40] & 7
             off, = struct.unpack_from("<I", cmd, 44)
