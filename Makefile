@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: misbehave all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+.PHONY: misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
 	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
@@ -94,6 +94,10 @@ misbehave:
 	@scripts/vm-run --timeout 2700 --results "$${RNVME_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/rnvme-rdma}/misbehave" \
 		tools/guest/suite.sh misbehave driver=rnvme,c fabrics=rxe $(MISBEHAVE)
 
+# make blktests [BLKTESTS="--fabrics rxe --tests 'nvme/004 nvme/029'"]: the upstream peer suite.
+blktests:
+	@tools/blktests $(BLKTESTS)
+
 host-test:
 	@. scripts/lib.sh && in_root --bind "$$RNVME_TOP" /mnt/project -- sh -c \
 		'rustc --edition=2021 --test -o /tmp/rnvme-host-tests /mnt/project/tools/host-tests/main.rs && /tmp/rnvme-host-tests'
@@ -141,6 +145,10 @@ help:
 	@echo "                     the C nvme_rdma in one boot of the debug kernel: one bt-result line per"
 	@echo "                     behaviour and driver (~15 min; make check runs rnvme_rdma's half);"
 	@echo "                     MISBEHAVE='c-all=yes' also runs C where it oopses or hangs"
+	@echo "  make blktests      blktests' nvme group (../shared/peer/blktests, or RNVME_BLKTESTS) over rdma"
+	@echo "                     with rnvme_rdma and the C nvme_rdma in one boot per fabric (rxe, siw; opt-in,"
+	@echo "                     hours on 2 cores): summary.md in \$$RNVME_CACHE/blktests, one row per test;"
+	@echo "                     BLKTESTS='--fabrics rxe --tests \"nvme/004 nvme/029\"' for a part of it"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
 	@echo "  make KVER=R        build rnvme_rdma.ko on this machine for its distribution kernel R (e.g."
 	@echo "                     \$$(uname -r); Debian 7.3.4+deb13: its headers + linux-source-7.3 + rustc;"

@@ -31,6 +31,9 @@ is not a Fabrics command; connect: Fabrics Connect on any queue; any: any comman
                 queue's next connection, before that connection's Fabrics Connect: a response for
                 a command the host has ended (cancelled by its error recovery)
   late-inval    as late, the answer with remote invalidation of the command's MR
+  slow-connect  answer every I/O queue's Fabrics Connect --delay seconds late (CLASS and --nth are
+                ignored): how long a connect with N I/O queues takes tells whether the host set
+                them up one after the other (N x delay) or together (about one delay)
   auth-drop     (connect) answer the Fabrics Connect with "authentication required" (AUTHREQ ATR),
                 then disconnect the queue instead of answering the host's first DH-HMAC-CHAP
                 message (AUTH_Send, negotiate)
@@ -419,6 +422,11 @@ class Target:
                     self.props = {"cc": 0, "csts": 0}
                 say("fabrics connect qid", qid, "sqsize", sqsize, "cntlid", q.cntlid if qid == 0 else "-")
                 atr = 0
+                if self.a.mode == "slow-connect" and qid > 0:
+                    say("misbehave: slow-connect: answering the fabrics connect of qid", qid, "in", self.a.delay, "s")
+                    q.delayed.append((time.monotonic() + self.a.delay,
+                                      lambda: done(result=0, inval=inval)))
+                    return
                 if hit and self.a.mode.startswith("auth-drop"):
                     q.auth = self.a.mode
                     atr = 1 << 17                          # AUTHREQ ATR: authentication required

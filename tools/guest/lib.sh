@@ -88,17 +88,19 @@ target_port_up() {
 	target_subsys_link nqn.2026-11.io.rnvme:anchor "$f" || return 1
 }
 
-# target_subsys_add NQN [null|file|mem|dmem[:SIZE_MB]]: a subsystem open to any host with
+# target_subsys_add NQN [null|file|mem|dmem|slowmem[:SIZE_MB]]: a subsystem open to any host with
 # namespace 1. null = null_blk (discards writes: speed only); file = a file on tmpfs (4 KiB
 # blocks); mem = memory-backed null_blk (512 B blocks, keeps data); dmem = mem that also takes
-# discards (discarded blocks read back as zeros). Default mem:256.
+# discards (discarded blocks read back as zeros); slowmem = mem that completes each I/O 100 ms
+# after it came (null_blk's timer mode): a host keeping it busy always has requests in flight.
+# Default mem:256.
 target_subsys_add() {
 	local nqn=$1 kind=${2:-mem:256} s=$NVMET/subsystems/$1 size dev
 	size=${kind#*:}; [ "$size" = "$kind" ] && size=256
 	[ -d "$s" ] && return 0
 	mkdir "$s" && echo 1 >"$s/attr_allow_any_host" || { fail "cannot create subsystem $nqn"; return 1; }
 	case "${kind%%:*}" in
-	null|mem|dmem)
+	null|mem|dmem|slowmem)
 		modprobe null_blk nr_devices=0 || { fail "cannot load null_blk"; return 1; }
 		# null_blk names the disk after the configfs directory (at most 31 characters).
 		local name
@@ -107,6 +109,7 @@ target_subsys_add() {
 		mkdir "$n" && echo "$size" >"$n/size" && echo 512 >"$n/blocksize" &&
 			{ [ "${kind%%:*}" = null ] || echo 1 >"$n/memory_backed"; } &&
 			{ [ "${kind%%:*}" != dmem ] || echo 1 >"$n/discard"; } &&
+			{ [ "${kind%%:*}" != slowmem ] || { echo 2 >"$n/irqmode" && echo 100000000 >"$n/completion_nsec"; }; } &&
 			echo 1 >"$n/power" || { fail "cannot create null_blk device"; return 1; }
 		dev=/dev/$name
 		# devtmpfs creates the node asynchronously.
@@ -215,7 +218,16 @@ fio_json() {
 # counted while others are printed, never shift the window; if the mark itself has left the
 # buffer, nothing is returned and a test looking for a message fails visibly.
 dmesg_mark() { _RNVME_MARK="rnvme-mark: $SRANDOM$SRANDOM"; echo "<6>$_RNVME_MARK" >/dev/kmsg; }
-dmesg_since_mark() { dmesg | awk -v m="${_RNVME_MARK:-none}" 'f; index($0, m) { f = 1 }'; }
+# (Safe on the left of `| grep -q` under pipefail, as every test runs: grep ends at its first
+# match, and a writer still writing would die of SIGPIPE and fail the pipeline, a spurious failure
+# that depends on how much log follows the match. The log is read whole first, and a closed pipe
+# is ignored.)
+dmesg_since_mark() {
+	( trap '' PIPE
+	  l=$(dmesg | awk -v m="${_RNVME_MARK:-none}" 'f; index($0, m) { f = 1 }')
+	  printf '%s\n' "$l" 2>/dev/null
+	  true )
+}
 
 # --- a pair of guests (scripts/vm-run --pair; run from the host guest)
 # target_run [TIMEOUT] <<'EOF' ... EOF: run the script in the target guest (bash, with this file

@@ -12,47 +12,41 @@ lc_setup() {    # lc_setup FABRIC: target with a memory-backed namespace, rnvme_
 	modprobe nvme-rdma && [ -d /sys/module/rnvme_rdma ] || { fail "rnvme_rdma did not load"; return 1; }
 }
 
-# nvme reset, LC_RESETS times, while fio writes and verifies: each reset happens while fio is
-# running and I/O is completing on the namespace, and I/O completes again after it; the controller
-# comes back live each time with its I/O queues set up again, and fio verifies every block.
-# Writes are random 4-64 KiB (--bsrange; --bs=4k-64k would be 4 KiB only): all but the 4 KiB ones
-# are larger than nvmet-rdma's default in-capsule size (4 KiB), so they go through fast-registered
-# MRs, which the reset tears down with their queues while requests are in flight. fio's writes are
-# capped at 128 KiB/s (--rate=,128k; its verify reads are not), so the 4 MiB write phase lasts at
-# least 32 s however fast the guest: long enough for the resets (a reset stalls the I/O, which
-# only lengthens it), short on the debug guest, which moves well under 1 MiB/s anyway.
+# nvme reset, LC_RESETS times, while fio writes and verifies, each with requests in flight: the
+# namespace (slowmem) completes every I/O 100 ms after it came, so fio's 8 outstanding requests
+# are in flight at almost any moment, and the in-flight count read just before each reset must
+# be at least 1 (those requests are still in flight when the reset tears the queues down, within
+# the 100 ms). The controller comes back live each time with its I/O queues set up again, and fio
+# verifies every block. Writes are random 4-64 KiB (--bsrange; --bs=4k-64k would be 4 KiB only):
+# all but the 4 KiB ones are larger than nvmet-rdma's default in-capsule size (4 KiB), so they go
+# through fast-registered MRs, which the reset tears down with their queues while their requests
+# are in flight. The target's delay bounds fio from below whatever the guest's speed: 8 requests
+# per 100 ms, 16 MiB of writes of 34 KiB on average (~480) then as many verify reads, at least
+# 12 s; the debug guest is slower still.
 LC_RESETS=2
-
-# lc_ios NS: I/Os completed on NS so far (reads + writes: fields 1 and 5 of its /sys/block stat;
-# the multipath head accounts every request of its paths).
-lc_ios() { local r w; read -r r _ _ _ w _ <"/sys/block/${1#/dev/}/stat" && echo $((r + w)); }
-lc_ios_above() { local n; n=$(lc_ios "$1") && [ "$n" -gt "$2" ]; }
-# lc_io_moves NS FIO_PID WHEN: fio is still running and I/O completes on NS within 60 s.
-lc_io_moves() {
-	local n0
-	kill -0 "$2" 2>/dev/null || { fail "fio had already finished $3"; return 1; }
-	n0=$(lc_ios "$1") || { fail "cannot read /sys/block/${1#/dev/}/stat"; return 1; }
-	wait_for 60 lc_ios_above "$1" "$n0" || { fail "no I/O completed on $1 within 60 s $3"; return 1; }
-}
+LC_SLOW_NQN=$LC_NQN-slow
 
 t_lc_reset_under_io() {
 	local f=$1 c ns dev fpid rc i n st w0 ws0 w1 ws1 infl
 	lc_setup "$f" || return 1
-	c=$(host_connect "$f" "$LC_NQN") || return 1
+	[ -d "$NVMET/subsystems/$LC_SLOW_NQN" ] || { target_subsys_add "$LC_SLOW_NQN" slowmem:64 >/dev/null || return 1; }
+	target_subsys_link "$LC_SLOW_NQN" "$f" || return 1
+	c=$(host_connect "$f" "$LC_SLOW_NQN") || return 1
 	dev=/dev/$(basename "$c")
-	wait_for 30 ns_of "$LC_NQN" || { fail "no namespace"; return 1; }
-	ns=$(ns_of "$LC_NQN")
+	wait_for 30 ns_of "$LC_SLOW_NQN" || { fail "no namespace"; return 1; }
+	ns=$(ns_of "$LC_SLOW_NQN")
 	st=/sys/block/${ns#/dev/}/stat
 	read -r _ _ _ _ w0 _ ws0 _ <"$st" || { fail "cannot read $st"; return 1; }
 	dmesg_mark
 	timeout 600 fio --name=reset --filename="$ns" --ioengine=libaio --direct=1 --rw=randwrite --bsrange=4k-64k \
-		--size=4M --iodepth=8 --rate=,128k --verify=crc32c --do_verify=1 --verify_fatal=1 \
+		--size=16M --iodepth=8 --verify=crc32c --do_verify=1 --verify_fatal=1 \
 		>/tmp/lc-fio.log 2>&1 &
 	fpid=$!
 	for ((i = 1; i <= LC_RESETS; i++)); do
 		lc_io_moves "$ns" $fpid "before reset $i" || { kill $fpid; return 1; }
 		read -r _ _ _ _ _ _ _ _ infl _ <"$st"
 		kill -0 $fpid 2>/dev/null || { fail "fio had already finished at reset $i"; return 1; }
+		[ "$infl" -ge 1 ] || { fail "no request in flight just before reset $i"; kill $fpid; return 1; }
 		timeout 120 nvme reset "$dev" || { fail "nvme reset $dev failed"; kill $fpid; return 1; }
 		wait_for 60 grep -qx live "$c/state" || { fail "$(basename "$c") is $(cat "$c/state") after reset $i"; kill $fpid; return 1; }
 		lc_io_moves "$ns" $fpid "after reset $i" || { kill $fpid; return 1; }
@@ -70,7 +64,7 @@ t_lc_reset_under_io() {
 	[ "$n" -ge $LC_RESETS ] || { fail "the I/O queues were set up again $n times for $LC_RESETS resets"; return 1; }
 	info "$(basename "$c") reset $LC_RESETS times under I/O ($((w1 - w0)) writes of $(((ws1 - ws0) / (w1 - w0) / 2)) KiB on average)," \
 		"live again each time, fio verify clean"
-	host_disconnect "$LC_NQN"
+	host_disconnect "$LC_SLOW_NQN"
 }
 
 # The target changes the queue count it grants (nvmet's attr_qid_max, which also drops the

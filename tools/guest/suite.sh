@@ -37,8 +37,9 @@ t_debug_config() {
 	done
 	# (a disabled kmemleak still has a writable debugfs file: its log lines tell; vm-run also
 	# requires the final scans to be accepted)
-	dmesg | grep -q 'kmemleak: Kernel memory leak detector initialized' &&
-		! dmesg | grep -q 'kmemleak: Kernel memory leak detector disabled' || { fail "kmemleak is not active"; return 1; }
+	local klog; klog=$(dmesg)
+	grep -q 'kmemleak: Kernel memory leak detector initialized' <<<"$klog" &&
+		! grep -q 'kmemleak: Kernel memory leak detector disabled' <<<"$klog" || { fail "kmemleak is not active"; return 1; }
 	grep -qE '^ *debug_locks: *1' /proc/lockdep_stats || { fail "lockdep is off"; return 1; }
 	info "KASAN, lockdep, kmemleak on; kernel $(uname -r)"
 }
@@ -102,20 +103,28 @@ setup_rescuer() { grep -lx 'kworker/R-rnvme_rdma_setup' /proc/[0-9]*/comm 2>/dev
 
 # KUnit suites ran when the module loaded; their KTAP results are in debugfs.
 t_kunit() {
-	local d n=0 bad=0 line suite
+	local d n=0 bad=0 line suite verdict want_cases
 	for d in /sys/kernel/debug/kunit/rnvme_rdma_*; do
 		[ -f "$d/results" ] || continue
-		suite=$(basename "$d")
-		# KTAP: one "ok N case" / "not ok N case" line per case, plus one for the suite.
+		suite=$(basename "$d") verdict=""
+		# KTAP: one "ok N case" / "not ok N case" line per case, plus one for the suite, which
+		# must be there and "ok" (a suite can fail outside its cases, e.g. in its init). A skipped
+		# case tested nothing: it fails too.
 		while read -r line; do
 			case "$line" in
-			"ok "[0-9]*" $suite"|"not ok "[0-9]*" $suite") ;;
-			"ok "[0-9]*) [[ $line == *"# SKIP"* ]] || n=$((n + 1));;
+			"ok "[0-9]*" $suite"*) verdict=ok;;
+			"not ok "[0-9]*" $suite"*) verdict="not ok"; echo "#   suite $suite: $line";;
+			"ok "[0-9]*"# SKIP"*) echo "#   $suite: skipped: $line"; bad=$((bad + 1));;
+			"ok "[0-9]*) n=$((n + 1));;
 			"not ok "[0-9]*) echo "#   $suite: $line"; bad=$((bad + 1));;
 			esac
 		done <"$d/results"
+		[ "$verdict" = ok ] || { echo "#   suite $suite: ${verdict:-no verdict line}"; bad=$((bad + 1)); }
 	done
-	info "KUnit: $n cases passed, $bad failed"
+	# Every case the sources declare (a #[test] fn inside a kunit_tests module) must have passed.
+	want_cases=$(grep -rlE 'kunit_tests\(rnvme_rdma_' "$RNVME_PROJECT/rust" | xargs cat | grep -c '^ *#\[test\]')
+	info "KUnit: $n cases passed, $bad failed or skipped (the sources declare $want_cases)"
+	[ "$n" = "$want_cases" ] || { fail "KUnit: $n cases passed, the sources declare $want_cases"; return 1; }
 	# Every suite the sources declare must have run (a suite that silently did not run, e.g.
 	# with kunit.autorun off, must not pass).
 	local want missing=()

@@ -6,15 +6,27 @@
  *   insmod rnvme_selftest.ko action=leak             unreferenced allocations (kmemleak)
  *   insmod rnvme_selftest.ko action=lockdep          an AB-BA lock order (lockdep report)
  *   insmod rnvme_selftest.ko action=debug_locks_off  lockdep switched off without a report
+ *   insmod rnvme_selftest.ko action=hung_task        the loading task sleeps uninterruptibly
+ *                                                    for `seconds` (a hung-task report once
+ *                                                    hung_task_timeout_secs is lower)
+ *   insmod rnvme_selftest.ko action=spin             this CPU spins with preemption disabled
+ *                                                    for `seconds` (a soft lockup, or an RCU
+ *                                                    stall, once their thresholds are lower)
+ * Each condition ends after `seconds`, so the guest lives on to report it.
  */
 #include <linux/debug_locks.h>
+#include <linux/delay.h>
+#include <linux/sched.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
 
 static char *action = "";
 module_param(action, charp, 0444);
-MODULE_PARM_DESC(action, "leak | lockdep | debug_locks_off");
+MODULE_PARM_DESC(action, "leak | lockdep | debug_locks_off | hung_task | spin");
+static unsigned int seconds = 8;
+module_param(seconds, uint, 0444);
+MODULE_PARM_DESC(seconds, "how long hung_task and spin last");
 
 static DEFINE_MUTEX(selftest_a);
 static DEFINE_MUTEX(selftest_b);
@@ -46,6 +58,26 @@ static noinline void selftest_lockdep(void)
 	mutex_unlock(&selftest_b);
 }
 
+static noinline void selftest_hung_task(void)
+{
+	/* D state, no wakeup until the timeout: what the hung-task detector looks for. */
+	schedule_timeout_uninterruptible(seconds * HZ);
+}
+
+static noinline void selftest_spin(void)
+{
+	unsigned long end = jiffies + seconds * HZ;
+
+	/*
+	 * No scheduling and no RCU quiescent state on this CPU until the end: the soft-lockup
+	 * watchdog's thread cannot run here, and the grace period cannot end.
+	 */
+	preempt_disable();
+	while (time_before(jiffies, end))
+		cpu_relax();
+	preempt_enable();
+}
+
 static int __init rnvme_selftest_init(void)
 {
 	if (!strcmp(action, "leak"))
@@ -54,6 +86,10 @@ static int __init rnvme_selftest_init(void)
 		selftest_lockdep();
 	else if (!strcmp(action, "debug_locks_off"))
 		debug_locks_off();
+	else if (!strcmp(action, "hung_task"))
+		selftest_hung_task();
+	else if (!strcmp(action, "spin"))
+		selftest_spin();
 	else
 		return -EINVAL;
 	pr_info("rnvme_selftest: %s done\n", action);
