@@ -26,6 +26,18 @@ lc_setup() {    # lc_setup FABRIC: target with a memory-backed namespace, rnvme_
 LC_RESETS=2
 LC_SLOW_NQN=$LC_NQN-slow
 
+# lc_ios NS: I/Os completed on NS so far (reads + writes: fields 1 and 5 of its /sys/block stat;
+# the multipath head accounts every request of its paths).
+lc_ios() { local r w; read -r r _ _ _ w _ <"/sys/block/${1#/dev/}/stat" && echo $((r + w)); }
+lc_ios_above() { local n; n=$(lc_ios "$1") && [ "$n" -gt "$2" ]; }
+# lc_io_moves NS FIO_PID WHEN: fio is still running and I/O completes on NS within 60 s.
+lc_io_moves() {
+	local n0
+	kill -0 "$2" 2>/dev/null || { fail "fio had already finished $3"; return 1; }
+	n0=$(lc_ios "$1") || { fail "cannot read /sys/block/${1#/dev/}/stat"; return 1; }
+	wait_for 60 lc_ios_above "$1" "$n0" || { fail "no I/O completed on $1 within 60 s $3"; return 1; }
+}
+
 t_lc_reset_under_io() {
 	local f=$1 c ns dev fpid rc i n st w0 ws0 w1 ws1 infl
 	lc_setup "$f" || return 1

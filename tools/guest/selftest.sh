@@ -12,7 +12,8 @@
 #   hung_task    MODULE keeps the loading task in D state for 8 s, hung_task_timeout_secs 2
 #   softlockup   MODULE spins on a CPU with preemption disabled for 8 s, watchdog_thresh 1 (a soft
 #                lockup after 2 s), RCU stall reports later than that
-#   rcu_stall    the same spin with the soft-lockup watchdog off and rcu_cpu_stall_timeout 3
+#   rcu_stall    the same spin (it asks for a grace period), the soft-lockup watchdog off and
+#                rcu_cpu_stall_timeout 3
 #   target_WARNING  (vm-run --pair) lkdtm provokes a kernel warning in the target guest
 #   kmemleak_off kmemleak is switched off mid-run (its final scans are refused)
 #   timeout      the script never ends (vm-run --timeout must stop it: 124)

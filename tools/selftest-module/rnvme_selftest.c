@@ -19,6 +19,7 @@
 #include <linux/sched.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 
 static char *action = "";
@@ -64,15 +65,25 @@ static noinline void selftest_hung_task(void)
 	schedule_timeout_uninterruptible(seconds * HZ);
 }
 
+static struct rcu_head selftest_rcu;
+
+static void selftest_rcu_done(struct rcu_head *head)
+{
+}
+
 static noinline void selftest_spin(void)
 {
 	unsigned long end = jiffies + seconds * HZ;
 
 	/*
 	 * No scheduling and no RCU quiescent state on this CPU until the end: the soft-lockup
-	 * watchdog's thread cannot run here, and the grace period cannot end.
+	 * watchdog's thread cannot run here, and the grace period cannot end. A grace period is
+	 * asked for (not lazily) once the spin has begun, so it starts, with the stall timeout set
+	 * now, and waits for this CPU: an idle guest might not start one within the spin otherwise.
+	 * (The head is static and the module never unloads, so the callback always finds it.)
 	 */
 	preempt_disable();
+	call_rcu_hurry(&selftest_rcu, selftest_rcu_done);
 	while (time_before(jiffies, end))
 		cpu_relax();
 	preempt_enable();
