@@ -5,15 +5,14 @@
 #   WARNING BUG  lkdtm provokes a kernel warning / an oops (inside a run_test: the kernel log
 #                problem must be attributed to that test)
 #   KASAN        lkdtm READ_AFTER_FREE: a KASAN report
-#   UBSAN        lkdtm ARRAY_BOUNDS: a UBSAN report (array index out of bounds), in a run_test
 #   lockdep      MODULE (tools/selftest-module) takes two mutexes in both orders: a lockdep report
 #   debug_locks  MODULE switches lockdep off without any report (debug_locks 0)
 #   leak         MODULE leaks eight objects (kmemleak must report them)
 #   hung_task    MODULE keeps the loading task in D state for 8 s, hung_task_timeout_secs 2
 #   softlockup   MODULE spins on a CPU with preemption disabled for 8 s, watchdog_thresh 1 (a soft
 #                lockup after 2 s), RCU stall reports later than that
-#   rcu_stall    the same spin (it asks for a grace period), the soft-lockup watchdog off and
-#                rcu_cpu_stall_timeout 3
+#   rcu_stall    the same spin for 20 s (it asks for a grace period), the soft-lockup watchdog off
+#                and rcu_cpu_stall_timeout 3 (+5 s on PROVE_RCU kernels)
 #   target_WARNING  (vm-run --pair) lkdtm provokes a kernel warning in the target guest
 #   kmemleak_off kmemleak is switched off mid-run (its final scans are refused)
 #   timeout      the script never ends (vm-run --timeout must stop it: 124)
@@ -27,7 +26,6 @@ case "$cond" in
 exit3) exit 3;;
 WARNING|BUG) run_test "selftest-$cond" provoke "$cond";;
 KASAN) ( provoke READ_AFTER_FREE ) || true;;
-UBSAN) run_test "selftest-$cond" provoke ARRAY_BOUNDS;;
 lockdep|debug_locks|leak)
 	[ -f "$mod" ] || { echo "no module $mod"; exit 2; }
 	insmod "$mod" "action=$([ "$cond" = debug_locks ] && echo debug_locks_off || echo "$cond")" || exit 2;;
@@ -38,7 +36,10 @@ hung_task|softlockup|rcu_stall)
 	softlockup) echo 60 >/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout && echo 1 >/proc/sys/kernel/watchdog_thresh;;
 	rcu_stall) echo 0 >/proc/sys/kernel/soft_watchdog && echo 3 >/sys/module/rcupdate/parameters/rcu_cpu_stall_timeout;;
 	esac || exit 2
-	run_test "selftest-$cond" insmod "$mod" "action=$([ "$cond" = hung_task ] && echo hung_task || echo spin)" seconds=8
+	# (an RCU stall is reported rcu_cpu_stall_timeout + 5 s after the grace period began on a
+	# PROVE_RCU kernel (RCU_STALL_DELAY_DELTA): 8 s; the spin lasts 20 s there)
+	run_test "selftest-$cond" insmod "$mod" "action=$([ "$cond" = hung_task ] && echo hung_task || echo spin)" \
+		"seconds=$([ "$cond" = rcu_stall ] && echo 20 || echo 8)"
 	sleep 2;;
 target_WARNING)
 	# (vm-run --pair: the target guest warns; the host guest's run is clean)

@@ -428,10 +428,7 @@ t_wire_host_traddr() {
 	return $rc
 }
 
-# t_wire_auth FABRIC: DH-HMAC-CHAP with a Diffie-Hellman exchange (the target's host entry names
-# the group ffdhe2048, which nvmet keeps for the challenge whatever else the host offers; writing
-# the group fails unless the kernel has the FFDHE groups), against a target that admits only this
-# host with its key:
+# t_wire_auth FABRIC: DH-HMAC-CHAP against a target that admits only this host with its key:
 # the right host secret connects (authenticated); a wrong host secret is refused with an
 # authentication error and leaves no controller; with a controller key on the target too, the
 # right pair connects (the controller authenticated) and a wrong controller secret is refused by
@@ -446,7 +443,6 @@ t_wire_auth() {
 	target_run 30 <<-EOF || { fail "cannot set up the host's key on the target"; return 1; }
 		h=\$NVMET/hosts/$HOSTNQN
 		{ [ -d \$h ] || mkdir \$h; } && echo "$hk" >\$h/dhchap_key && echo "hmac(sha256)" >\$h/dhchap_hash &&
-			{ modprobe -q dh_generic; echo ffdhe2048 >\$h/dhchap_dhgroup; } &&
 			echo 0 >\$NVMET/subsystems/$nqn/attr_allow_any_host && ln -s \$h \$NVMET/subsystems/$nqn/allowed_hosts/
 	EOF
 	for r in host host-wrong both ctrl-wrong; do
