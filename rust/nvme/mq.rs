@@ -320,11 +320,9 @@ impl<M: MqOps> Request<M> {
     /// The generation of the command identifier (`nvme_req(rq)->genctr`).
     #[inline]
     pub(super) fn genctr(&self) -> u16 {
-        // SAFETY: the request's `nvme_request` is valid (type invariant). The core changes the
-        // generation when it sets up the request's next command (`nvme_setup_cmd`), which may run
-        // on another CPU while a response is looked up here (the C driver reads it plainly too):
-        // read it once, as `READ_ONCE` does, and let the caller's checks of the request's state
-        // decide whether the value still belongs to the command id looked for.
+        // `nvme_setup_cmd` may change it on another CPU meanwhile: read once (`READ_ONCE`); the
+        // caller's check of the request's state decides whether the value still applies.
+        // SAFETY: the request's `nvme_request` is valid (type invariant).
         u16::from(unsafe { core::ptr::read_volatile(&raw const (*self.nreq()).genctr) })
     }
 

@@ -5,7 +5,8 @@
 //! C header: [`include/rdma/rdma_cm.h`](srctree/include/rdma/rdma_cm.h)
 
 use super::{
-    qp::{Qp, QpAttr, QpCell},
+    qp::{Qp, QpAttr},
+    qp_cell::QpCell,
     recv::{RecvDone, RecvRing},
     verbs::{Cq, Pd},
     Device, SockAddr,
@@ -193,10 +194,10 @@ impl<H: CmHandler> CmIdLocked<H> {
         // SAFETY: the id is live and its handler mutex held (type invariant); the QP was just
         // created on it.
         let qp = unsafe { (*self.raw()).qp };
-        // SAFETY: the QP lives until `CmId::drop` destroys it, which disarms the ring and waits
-        // for a grace period first; the ring is part of `res`, which the id's context owns from
-        // now on (it does not move: the context is in an `Arc`) and drops only after destroying
-        // the QP; nothing is posted yet.
+        // The ring is part of `res`, which the id's context (in an `Arc`: it does not move) owns
+        // and drops only after destroying the QP.
+        // SAFETY: the QP lives until `CmId::drop`, which disarms the ring and waits for a grace
+        // period before destroying it; the ring outlives it (above); nothing is posted yet.
         unsafe { res.recv_ring().arm(qp) };
         Ok(res)
     }

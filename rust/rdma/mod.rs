@@ -9,6 +9,7 @@
 
 pub(crate) mod cm;
 pub(crate) mod qp;
+pub(crate) mod qp_cell;
 pub(crate) mod recv;
 pub(crate) mod verbs;
 
@@ -17,7 +18,7 @@ use core::marker::PhantomData;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 
 /// Evidence that the current context is an RCU read-side critical section for `'a`: what the
-/// data path needs to use a QP it reads from a [`qp::QpCell`] or a receive entry (their owner
+/// data path needs to use a QP it reads from a [`qp_cell::QpCell`] or a receive entry (their owner
 /// withdraws the QP, then waits for a grace period before destroying it).
 ///
 /// Obtained from a [`kernel::sync::rcu::Guard`] ([`RcuReader::of`]), inside a completion callback

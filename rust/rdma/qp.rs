@@ -94,7 +94,7 @@ impl Wc {
     }
 
     /// The RCU read-side section every completion callback runs in (see `done_cb`): the
-    /// callback may use a QP it reads from a [`QpCell`] or a receive entry.
+    /// callback may use a QP it reads from a [`super::qp_cell::QpCell`] or a receive entry.
     #[inline(always)]
     pub(crate) fn rcu(&self) -> super::RcuReader<'_> {
         // SAFETY: a `Wc` exists only during a completion callback (type invariant), which runs
@@ -562,61 +562,5 @@ impl<const N: usize> SgeList<N> {
     pub(crate) fn as_slice(&self) -> &[Sge] {
         // SAFETY: the first `len` elements were written by `push` (`len <= N`).
         unsafe { core::slice::from_raw_parts(self.sges.as_ptr().cast::<Sge>(), self.len) }
-    }
-}
-
-/// The QP of a queue as the data path sees it: published by the [`super::cm::CmId`] that owns
-/// the QP once the connection is up ([`super::cm::CmId::publish_qp`]), withdrawn by it before
-/// the QP is destroyed.
-///
-/// Readers (blk-mq submission, completion handlers, the AER) use the QP without holding a
-/// reference, inside an RCU read-side section ([`super::RcuReader`]). The id that published the
-/// QP withdraws it, then waits for a grace period, and only then destroys it (`CmId::drop`): no
-/// reader can still hold it. Only the id can publish, and it publishes in the cell its handler
-/// names ([`super::cm::CmHandler::qp_cell`]), which lives as long as the handler the id keeps.
-///
-/// # Invariants
-///
-/// The pointer is null or a QP of a live `CmId` that clears it (if still published) and waits
-/// for a grace period before destroying the QP.
-pub(crate) struct QpCell(core::sync::atomic::AtomicPtr<raw::ib_qp>);
-
-impl QpCell {
-    /// An empty cell.
-    pub(crate) const fn new() -> Self {
-        Self(core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()))
-    }
-
-    /// Publishes `qp`.
-    ///
-    /// # Safety
-    ///
-    /// `qp` is live until [`QpCell::withdraw`] was called with it and an RCU grace period
-    /// passed after that.
-    pub(super) unsafe fn publish(&self, qp: &Qp) {
-        // INVARIANT: the caller withdraws the QP and waits for a grace period before it goes.
-        self.0
-            .store(qp.as_raw(), core::sync::atomic::Ordering::Release);
-    }
-
-    /// Withdraws `qp` if it is the published QP (a later connection's stays).
-    pub(super) fn withdraw(&self, qp: *mut raw::ib_qp) {
-        let _ = self.0.compare_exchange(
-            qp,
-            core::ptr::null_mut(),
-            core::sync::atomic::Ordering::AcqRel,
-            core::sync::atomic::Ordering::Relaxed,
-        );
-    }
-
-    /// The published QP, usable for the read-side section `_rcu`.
-    #[inline(always)]
-    pub(crate) fn get<'a>(&'a self, _rcu: super::RcuReader<'a>) -> Option<&'a Qp> {
-        let p = self.0.load(core::sync::atomic::Ordering::Acquire);
-        // SAFETY: a published QP is destroyed only after it was withdrawn and a grace period
-        // passed (type invariant); the caller is inside a read-side section that lasts for
-        // `'a`, which began before any withdrawal that could have hidden `p`, so the grace
-        // period cannot end before `'a` does.
-        (!p.is_null()).then(|| unsafe { Qp::from_raw(p) })
     }
 }

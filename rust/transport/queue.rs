@@ -18,7 +18,8 @@ use crate::{
     },
     rdma::{
         cm::{CmEvent, CmHandler, CmId, CmIdLocked, ConnParam, QpResources},
-        qp::{QpAttr, QpCell},
+        qp::QpAttr,
+        qp_cell::QpCell,
         recv::RecvRing,
         verbs::{Cq, Pd, PollCell, PollCtx},
     },
