@@ -23,13 +23,20 @@ DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf)
 DKMS_SRC = $(DESTDIR)/usr/src/rnvme-rdma-$(DKMS_VERSION)
 
 ifneq ($(KDIR),)
+# Objects and bindings built against another configuration of a kernel tree are not reused (kbuild
+# does not see an external module's kernel-option dependencies; scripts/module-build says why).
 modules:
+	@s=$$(cat $(KDIR)/include/config/auto.conf | sha256sum | cut -c1-16); \
+	if [ "$$(cat .rnvme-kernel 2>/dev/null)" != "$$s" ]; then \
+		$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean >/dev/null; rm -f rust/bindings/generated.rs; \
+		echo "$$s" >.rnvme-kernel; fi
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
 install:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules_install
 	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
+	rm -f rust/bindings/generated.rs .rnvme-kernel
 else ifneq ($(KVER),)
 modules:
 	@scripts/distro-build -k $(KVER) -o .
@@ -146,7 +153,7 @@ help:
 	@echo "                     behaviour and driver (~15 min; make check runs rnvme_rdma's half);"
 	@echo "                     MISBEHAVE='c-all=yes' also runs C where it oopses or hangs"
 	@echo "  make blktests      blktests' nvme group (../shared/peer/blktests, or RNVME_BLKTESTS) over rdma"
-	@echo "                     with rnvme_rdma and the C nvme_rdma in one boot per fabric (rxe, siw; opt-in,"
+	@echo "                     with rnvme_rdma and the C nvme_rdma, one boot per driver and fabric (rxe, siw; opt-in,"
 	@echo "                     hours on 2 cores): summary.md in \$$RNVME_CACHE/blktests, one row per test;"
 	@echo "                     BLKTESTS='--fabrics rxe --tests \"nvme/004 nvme/029\"' for a part of it"
 	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"

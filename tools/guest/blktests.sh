@@ -1,16 +1,20 @@
 #!/bin/bash
 # The upstream peer suite in a guest (issue 29): blktests' nvme group over rdma, with each host
-# driver in the same boot. Run by tools/blktests (`make blktests`) under scripts/vm-run.
+# driver named (tools/blktests boots once per driver). Run by tools/blktests (`make blktests`)
+# under scripts/vm-run.
 # Usage: blktests.sh fabric=rxe|siw [drivers=rnvme,c] [tests="nvme/004 nvme/008 ..."] [img=SIZE]
 #   blktests is the unmodified copy tools/blktests installed in the build root (/opt/blktests),
 #   with its helpers built there; it is copied to /tmp (it writes next to itself).
-# Per driver and test, one `./check` run (so the driver in use, the lockdep state and the kernel
-# log are known per test); the tests that trip the target-side lockdep report of 7.3.4 (nvme/005,
-# nvme/057, with either host driver: nvmet_config_sem vs the rdma_cm handler mutex on port removal)
-# run after all others, so every other test runs with lockdep on. Writes, in /results/blktests:
+# Per test, one `./check` run (so the lockdep state and the kernel log are known per test). Every
+# test starts with lockdep on: 7.3.4's target-side lockdep report (nvmet_config_sem against the
+# rdma_cm handler mutex, at the port removal of a test's cleanup once an I/O queue's Fabrics
+# Connect was handled in the target's CM handler; with either host driver) switches lockdep off
+# for the rest of a boot, so after a test that ended with lockdep off this script stops and
+# writes the tests not yet run to /results/blktests/remaining; tools/blktests boots again for
+# them. Writes, in /results/blktests:
 #   results.tsv (driver, test, condition, status, reason, runtime, wall seconds, lockdep on at its
-#   end), DRIVER/... (blktests' own result folders: per-test .full, .out, .dmesg, status files),
-#   DRIVER/NNN.console (./check's console output), DRIVER/NNN.dmesg-all (the kernel log of the run).
+#   start/end), DRIVER/... (blktests' own result folders: per-test .full, .out, .dmesg, status
+#   files), DRIVER/NNN.console (./check's console output), DRIVER/NNN.dmesg-all (its kernel log).
 #   blktests' OUTPUT (with the file backend's image) is on tmpfs, copied to /results per test.
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 
@@ -31,14 +35,10 @@ OUT=/results/blktests
 mkdir -p "$OUT"
 BT=/tmp/blktests
 rm -rf "$BT"; cp -a /opt/blktests "$BT"
-LAST="nvme/005 nvme/057"
 if [ -z "$TESTS" ]; then
 	TESTS=$(cd "$BT" && ls tests/nvme/ | grep -E '^[0-9]{3}$' | sed 's|^|nvme/|' | tr '\n' ' ')
 fi
-first=() last=()
-for t in $TESTS; do
-	if [[ " $LAST " == *" $t "* ]]; then last+=("$t"); else first+=("$t"); fi
-done
+read -ra list <<<"$TESTS"
 
 # The host driver: `modprobe nvme-rdma` (which blktests runs) resolves through the alias of
 # scripts/rnvme-rdma.conf to rnvme_rdma; without the alias, to the C nvme_rdma.
@@ -78,13 +78,14 @@ if [ -w /sys/kernel/debug/kmemleak ]; then
 	echo clear >/sys/kernel/debug/kmemleak 2>/dev/null
 fi
 
-: >"$OUT/results.tsv"
+: >"$OUT/results.tsv"; rm -f "$OUT/remaining"
 lockdep_on() { grep -qE '^ *debug_locks: *1' /proc/lockdep_stats && echo yes || echo no; }
 
 # run_one DRIVER TEST: one ./check run; appends its rows (one per condition) to results.tsv.
 run_one() {
-	local d=$1 t=$2 n=${2#nvme/} t0 t1 f st reason rt cond
-	use_driver "$d" || { printf '%s\t%s\t-\tnot run\tdriver\t-\t0\t%s\n' "$d" "$t" "$(lockdep_on)" >>"$OUT/results.tsv"; return; }
+	local d=$1 t=$2 n=${2#nvme/} t0 t1 f st reason rt cond ld0
+	ld0=$(lockdep_on)
+	use_driver "$d" || { printf '%s\t%s\t-\tnot run\tdriver\t-\t0\t%s/%s\n' "$d" "$t" "$ld0" "$(lockdep_on)" >>"$OUT/results.tsv"; return; }
 	write_config "$d"
 	mkdir -p "$OUT/$d"
 	dmesg_mark
@@ -104,27 +105,42 @@ run_one() {
 		found=1
 		cond=$(basename "$(dirname "$(dirname "$f")")")
 		st=$(sed -n 's/^status\t//p' "$f") reason=$(sed -n 's/^reason\t//p' "$f") rt=$(sed -n 's/^runtime\t//p' "$f")
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$d" "$t" "$cond" "${st:-?}" "${reason:--}" "${rt:--}" $((t1 - t0)) "$(lockdep_on)" >>"$OUT/results.tsv"
+		# A dmesg failure whose only report is 7.3.4's target-side lockdep report (by its lock
+		# chain, as vm-run waives it for a pair's target) is named so: not the host driver's.
+		if [ "$reason" = dmesg ] && [ -f "$f.dmesg" ] &&
+			[ "$(grep -cE 'WARNING:|BUG|Oops|general protection|INFO:|UBSAN|KASAN' "$f.dmesg")" = 1 ] &&
+			grep -q 'possible circular locking dependency detected' "$f.dmesg" &&
+			grep -qE -- '-> #[0-9]+ \(nvmet_config_sem\)' "$f.dmesg" &&
+			grep -qE -- '-> #[0-9]+ \(&id_priv->handler_mutex\)' "$f.dmesg"; then
+			reason="dmesg: only 7.3.4's target-side lockdep report"
+		fi
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s/%s\n' "$d" "$t" "$cond" "${st:-?}" "${reason:--}" "${rt:--}" $((t1 - t0)) "$ld0" "$(lockdep_on)" >>"$OUT/results.tsv"
 	done
 	if [ $found = 0 ]; then
 		# "not run" leaves no status file: the reason is on the console
 		reason=$(grep -m1 -A3 'not run' "$OUT/$d/$n.console" | grep -vE 'not run|^\s*$' | head -n1 | sed 's/^ *//')
 		st=$(grep -q 'not run' "$OUT/$d/$n.console" && echo "not run" || echo "no result")
-		printf '%s\t%s\t-\t%s\t%s\t-\t%s\t%s\n' "$d" "$t" "$st" "${reason:--}" $((t1 - t0)) "$(lockdep_on)" >>"$OUT/results.tsv"
+		printf '%s\t%s\t-\t%s\t%s\t-\t%s\t%s/%s\n' "$d" "$t" "$st" "${reason:--}" $((t1 - t0)) "$ld0" "$(lockdep_on)" >>"$OUT/results.tsv"
 	fi
 }
 
-info "blktests $(cat /opt/blktests/.rnvme-commit 2>/dev/null) nvme group over rdma on $FABRIC, drivers $DRIVERS: ${first[*]} then ${last[*]}"
-for phase in first last; do
-	if [ $phase = first ]; then list=("${first[@]}"); else list=("${last[@]}"); fi
+LD_BOOT=$(lockdep_on)
+info "blktests $(cat /opt/blktests/.rnvme-commit 2>/dev/null) nvme group over rdma on $FABRIC, drivers $DRIVERS, lockdep $LD_BOOT at start: ${list[*]}"
+i=0
+for t in "${list[@]}"; do
+	i=$((i + 1))
 	for d in ${DRIVERS//,/ }; do
-		for t in "${list[@]}"; do
-			echo "# --- blktests $d $t (lockdep $(lockdep_on))"
-			run_one "$d" "$t"
-			tail -n 1 "$OUT/results.tsv" | sed 's/^/#   /'
-		done
+		echo "# --- blktests $d $t (lockdep $(lockdep_on))"
+		run_one "$d" "$t"
+		tail -n 1 "$OUT/results.tsv" | sed 's/^/#   /'
 	done
+	# (lockdep off: the rest needs a fresh boot; if it was off from the start, nothing gains)
+	if [ "$(lockdep_on)" = no ] && [ $i -lt ${#list[@]} ] && [ "$LD_BOOT" = yes ]; then
+		echo "${list[*]:$i}" >"$OUT/remaining"
+		echo "# lockdep is off after $t: stopping; $((${#list[@]} - i)) tests remain for the next boot"
+		break
+	fi
 done
 for m in rnvme_rdma nvme_rdma; do [ ! -d "/sys/module/$m" ] || rmmod "$m"; done
 echo "$ALIAS_SAVE" >"$ALIAS"
-echo "# blktests done: $(wc -l <"$OUT/results.tsv") result rows in results.tsv"
+echo "# blktests boot done: $(wc -l <"$OUT/results.tsv") result rows in results.tsv$([ -s "$OUT/remaining" ] && echo ", $(wc -w <"$OUT/remaining") tests remain")"
