@@ -3,6 +3,7 @@
 # driver named (tools/blktests boots once per driver). Run by tools/blktests (`make blktests`)
 # under scripts/vm-run.
 # Usage: blktests.sh fabric=rxe|siw [drivers=rnvme,c] [tests="nvme/004 nvme/008 ..."] [img=SIZE]
+#                    [timed=SECONDS]  (blktests' TIMEOUT: the fio runtime of its TIMED tests)
 #   blktests is the unmodified copy tools/blktests installed in the build root (/opt/blktests),
 #   with its helpers built there; it is copied to /tmp (it writes next to itself).
 # Per test, one `./check` run (so the lockdep state and the kernel log are known per test). Every
@@ -18,13 +19,14 @@
 #   blktests' OUTPUT (with the file backend's image) is on tmpfs, copied to /results per test.
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 
-FABRIC=rxe DRIVERS=rnvme,c TESTS="" IMG=512m
+FABRIC=rxe DRIVERS=rnvme,c TESTS="" IMG=512m TIMED=""
 for a in "$@"; do
 	case "$a" in
 	fabric=*) FABRIC=${a#fabric=};;
 	drivers=*) DRIVERS=${a#drivers=};;
 	tests=*) TESTS=${a#tests=};;
 	img=*) IMG=${a#img=};;
+	timed=*) TIMED=${a#timed=};;
 	*) fail "unknown argument $a"; exit 2;;
 	esac
 done
@@ -65,6 +67,7 @@ write_config() {   # write_config DRIVER
 		echo "NVMET_TRTYPES=rdma"
 		[ "$FABRIC" = rxe ] && echo "USE_RXE=1"
 		echo "NVME_IMG_SIZE=$IMG"
+		[ -z "$TIMED" ] || echo "TIMEOUT=$TIMED"
 		# (on tmpfs: the file backend's image lives under OUTPUT and is opened O_DIRECT; the
 		# results are copied to /results after each test)
 		echo "OUTPUT=/tmp/bt-out/$1"
@@ -105,6 +108,9 @@ run_one() {
 		found=1
 		cond=$(basename "$(dirname "$(dirname "$f")")")
 		st=$(sed -n 's/^status\t//p' "$f") reason=$(sed -n 's/^reason\t//p' "$f") rt=$(sed -n 's/^runtime\t//p' "$f")
+		# (a skip's reason is only on the console: the indented line after the "[not run]")
+		[ "$st" != "not run" ] || [ -n "$reason" ] ||
+			reason=$(grep -A3 '\[not run\]' "$OUT/$d/$n.console" | grep -m1 -E '^    [a-zA-Z_]' | sed 's/^ *//')
 		# A dmesg failure whose only report is 7.3.4's target-side lockdep report (by its lock
 		# chain, as vm-run waives it for a pair's target) is named so: not the host driver's.
 		if [ "$reason" = dmesg ] && [ -f "$f.dmesg" ] &&
