@@ -4,6 +4,8 @@
 # under scripts/vm-run.
 # Usage: blktests.sh fabric=rxe|siw [drivers=rnvme,c] [tests="nvme/004 nvme/008 ..."] [img=SIZE]
 #                    [timed=SECONDS]  (blktests' TIMEOUT: the fio runtime of its TIMED tests)
+#                    [io_timeout=SECONDS]  (nvme_core's I/O timeout, for both drivers; unset: the
+#                    kernel's 30 s)
 #   blktests is the unmodified copy tools/blktests installed in the build root (/opt/blktests),
 #   with its helpers built there; it is copied to /tmp (it writes next to itself).
 # Per test, one `./check` run (so the lockdep state and the kernel log are known per test). Every
@@ -19,7 +21,7 @@
 #   blktests' OUTPUT (with the file backend's image) is on tmpfs, copied to /results per test.
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 
-FABRIC=rxe DRIVERS=rnvme,c TESTS="" IMG=512m TIMED=""
+FABRIC=rxe DRIVERS=rnvme,c TESTS="" IMG=512m TIMED="" IO_TIMEOUT=""
 for a in "$@"; do
 	case "$a" in
 	fabric=*) FABRIC=${a#fabric=};;
@@ -27,6 +29,7 @@ for a in "$@"; do
 	tests=*) TESTS=${a#tests=};;
 	img=*) IMG=${a#img=};;
 	timed=*) TIMED=${a#timed=};;
+	io_timeout=*) IO_TIMEOUT=${a#io_timeout=};;
 	*) fail "unknown argument $a"; exit 2;;
 	esac
 done
@@ -62,6 +65,19 @@ use_driver() {
 	esac || { fail "modprobe nvme-rdma did not load the $1 driver"; return 1; }
 }
 
+# nvme_core's I/O timeout: a modprobe option (blktests may reload the module) and, while it is
+# loaded, its parameter; checked at each test's start (use_io_timeout).
+if [ -n "$IO_TIMEOUT" ]; then
+	echo "options nvme_core io_timeout=$IO_TIMEOUT" >/etc/modprobe.d/rnvme-io-timeout.conf
+fi
+use_io_timeout() {
+	local v
+	[ -n "$IO_TIMEOUT" ] || return 0
+	[ ! -d /sys/module/nvme_core ] || echo "$IO_TIMEOUT" >/sys/module/nvme_core/parameters/io_timeout
+	v=$(cat /sys/module/nvme_core/parameters/io_timeout 2>/dev/null)
+	[ "$v" = "$IO_TIMEOUT" ] || { fail "nvme_core io_timeout is '$v', not $IO_TIMEOUT"; return 1; }
+}
+
 write_config() {   # write_config DRIVER
 	{
 		echo "NVMET_TRTYPES=rdma"
@@ -88,7 +104,7 @@ lockdep_on() { grep -qE '^ *debug_locks: *1' /proc/lockdep_stats && echo yes || 
 run_one() {
 	local d=$1 t=$2 n=${2#nvme/} t0 t1 f st reason rt cond ld0
 	ld0=$(lockdep_on)
-	use_driver "$d" || { printf '%s\t%s\t-\tnot run\tdriver\t-\t0\t%s/%s\n' "$d" "$t" "$ld0" "$(lockdep_on)" >>"$OUT/results.tsv"; return; }
+	{ use_driver "$d" && use_io_timeout; } || { printf '%s\t%s\t-\tnot run\tdriver\t-\t0\t%s/%s\n' "$d" "$t" "$ld0" "$(lockdep_on)" >>"$OUT/results.tsv"; return; }
 	write_config "$d"
 	mkdir -p "$OUT/$d"
 	dmesg_mark
@@ -132,7 +148,7 @@ run_one() {
 }
 
 LD_BOOT=$(lockdep_on)
-info "blktests $(cat /opt/blktests/.rnvme-commit 2>/dev/null) nvme group over rdma on $FABRIC, drivers $DRIVERS, lockdep $LD_BOOT at start: ${list[*]}"
+info "blktests $(cat /opt/blktests/.rnvme-commit 2>/dev/null) nvme group over rdma on $FABRIC, drivers $DRIVERS, nvme_core io_timeout ${IO_TIMEOUT:-30 (kernel default)} s, lockdep $LD_BOOT at start: ${list[*]}"
 i=0
 for t in "${list[@]}"; do
 	i=$((i + 1))
