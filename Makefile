@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+.PHONY: bench-scale misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
 	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
@@ -93,6 +93,10 @@ debian-check:
 bench:
 	@tools/bench $(BENCH)
 
+# make bench-scale [SCALE="--quick rounds=4 queues='1 2 4' ..."]: scale figures, C vs rnvme_rdma.
+bench-scale:
+	@tools/bench-scale $(SCALE)
+
 demo:
 	@tools/demo $(FLAVOUR)
 
@@ -148,6 +152,10 @@ help:
 	@echo "                     rounds, the guest's clock counting instructions (~27 min): report.md with"
 	@echo "                     a per-module profile, ratios.png under bench-results/ (BENCH='--quick' for a"
 	@echo "                     smoke run; BENCH='rounds=6 fabrics=rxe runtime=10', --wallclock, --flavour debug)"
+	@echo "  make bench-scale   scale figures, C nvme_rdma vs rnvme_rdma in one boot of the release kernel"
+	@echo "                     (8 vCPUs, icount): connect/disconnect time and memory for 1-16 I/O queues,"
+	@echo "                     100 connect/disconnect cycles, 20 resets under I/O, 8 controllers at once;"
+	@echo "                     report.md under bench-results/ (SCALE='--quick' for a smoke run)"
 	@echo "  make misbehave     the misbehaving target (tools/guest/badtarget.py, rxe) against rnvme_rdma and"
 	@echo "                     the C nvme_rdma in one boot of the debug kernel: one bt-result line per"
 	@echo "                     behaviour and driver (~15 min; make check runs rnvme_rdma's half);"

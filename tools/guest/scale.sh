@@ -1,0 +1,206 @@
+# shellcheck shell=bash
+# Scale figures (issue 30): the C nvme_rdma and rnvme_rdma in one boot, against the same
+# nvmet-rdma target (null_blk namespaces) on one soft-RDMA fabric, the drivers alternating in
+# each round (C then Rust in odd rounds, Rust then C in even ones). One JSON record per
+# measurement in $SCALE_OUT/results.jsonl; tools/scale-report turns them into the report.
+#
+# As a vm-run script (tools/bench-scale runs it; give the guest the vCPUs the queue counts need):
+#   scale.sh [quick|full] [rounds=N] [fabric=rxe|siw] [queues="1 2 4 8 16"] [cycles=N]
+#            [resets=N] [ctrls=N] [runtime=S]
+# Families:
+#   connect  connect and disconnect time and memory (MemAvailable, unreclaimable slab) for one
+#            controller with each number of I/O queues: up to one default queue per vCPU, the
+#            rest as write queues (-W), which the fabrics core also caps at one per vCPU.
+#   cycles   N connect/disconnect cycles: time per cycle, and memory before against after.
+#   resets   N controller resets under fio randread: time from the reset to live, and fio must
+#            end without an I/O error.
+#   ctrls    N controllers at once (N subsystems, one each), 4k randread QD8 on every namespace:
+#            IOPS and the whole guest's CPU per I/O; memory per controller at connect.
+# Memory figures include the target's side of the connection (it is in the same guest; it is
+# the same target for both drivers): compare the drivers, not the absolute numbers.
+SCALE_OUT=${SCALE_OUT:-${RNVME_RESULTS:-/tmp}/scale}
+
+# scale_mem: "AVAIL_KIB SUNRECLAIM_KIB" after dropping caches (what a connection keeps, not
+# what the page cache holds).
+scale_mem() {
+	sync; echo 3 >/proc/sys/vm/drop_caches
+	awk '$1 == "MemAvailable:" { a = $2 } $1 == "SUnreclaim:" { s = $2 } END { print a, s }' /proc/meminfo
+}
+
+# scale_now: seconds since boot, to the nanosecond (the guest's clock: instructions under icount).
+scale_now() { date +%s.%N; }
+scale_secs() { echo "$2 - $1" | bc; }
+
+# cpu_busy: busy jiffies of all CPUs (user nice system irq softirq steal) from /proc/stat.
+scale_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
+# scale_rec KEY VALUE...: one JSON record (numbers stay numbers) appended to results.jsonl.
+scale_rec() {
+	python3 -c 'import json, sys
+a = sys.argv[1:]
+def v(x):
+    try:
+        return int(x)
+    except ValueError:
+        try:
+            return float(x)
+        except ValueError:
+            return x
+print(json.dumps({k: v(x) for k, x in zip(a[0::2], a[1::2])}))' "$@" >>"$SCALE_OUT/results.jsonl"
+}
+
+# scale_qargs Q: the connect options for Q I/O queues with $(nproc) vCPUs.
+scale_qargs() {
+	local q=$1 n
+	n=$(nproc)
+	if [ "$q" -le "$n" ]; then echo "-i $q"; else echo "-i $n -W $((q - n))"; fi
+}
+
+# scale_connect DRIVER FABRIC NQN ROUND Q
+scale_connect() {
+	local d=$1 f=$2 nqn=$3 r=$4 q=$5 m0 m1 t0 t1 t2 qc
+	read -r -a m0 <<<"$(scale_mem)"
+	t0=$(scale_now)
+	# shellcheck disable=SC2046
+	dp_connect "$f" "$nqn" $(scale_qargs "$q") || return 1
+	t1=$(scale_now)
+	qc=$(cat "$DP_CTRL/queue_count")
+	read -r -a m1 <<<"$(scale_mem)"
+	dp_disconnect "$DP_CTRL" || return 1
+	t2=$(scale_now)
+	# queue_count counts the admin queue.
+	[ "$qc" = $((q + 1)) ] || { fail "$d: asked for $q I/O queues, got $((qc - 1))"; return 1; }
+	scale_rec family connect driver "$d" fabric "$f" round "$r" queues "$q" \
+		connect_s "$(scale_secs "$t0" "$t1")" disconnect_s "$(scale_secs "$t1" "$t2")" \
+		mem_kib $((m0[0] - m1[0])) slab_kib $((m1[1] - m0[1]))
+}
+
+# scale_cycles DRIVER FABRIC NQN ROUND N
+scale_cycles() {
+	local d=$1 f=$2 nqn=$3 r=$4 n=$5 i m0 m1 t0 t1
+	# One cycle first: what the driver and the target allocate once (caches, pools) is not a leak.
+	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_disconnect "$DP_CTRL" || return 1
+	read -r -a m0 <<<"$(scale_mem)"
+	t0=$(scale_now)
+	for ((i = 0; i < n; i++)); do
+		dp_connect "$f" "$nqn" -i "$(nproc)" && dp_disconnect "$DP_CTRL" || { fail "$d: cycle $i"; return 1; }
+	done
+	t1=$(scale_now)
+	read -r -a m1 <<<"$(scale_mem)"
+	scale_rec family cycles driver "$d" fabric "$f" round "$r" cycles "$n" \
+		cycle_s "$(echo "($t1 - $t0) / $n" | bc -l)" mem_growth_kib $((m0[0] - m1[0])) \
+		slab_growth_kib $((m1[1] - m0[1]))
+}
+
+# scale_resets DRIVER FABRIC NQN ROUND N
+scale_resets() {
+	local d=$1 f=$2 nqn=$3 r=$4 n=$5 i c fio_pid t0 t1 total=0 out=$SCALE_OUT/resets-$d-$r.json
+	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
+	c=$DP_CTRL
+	fio --name=resets --filename="$DP_NS" --direct=1 --rw=randread --bs=4k --iodepth=16 \
+		--ioengine=libaio --time_based --runtime=3600 --output-format=json --output="$out" \
+		>/dev/null 2>"$out.err" &
+	fio_pid=$!
+	dp_sleep 2
+	for ((i = 0; i < n; i++)); do
+		t0=$(scale_now)
+		echo 1 >"$c/reset_controller" || { kill "$fio_pid"; fail "$d: reset $i refused"; return 1; }
+		# The state leaves live at once (resetting, then connecting) and comes back.
+		dp_until 120 dp_is "$c/state" live || { kill "$fio_pid"; fail "$d: not live after reset $i"; return 1; }
+		t1=$(scale_now)
+		total=$(echo "$total + $t1 - $t0" | bc)
+		dp_sleep 0.5
+	done
+	kill -INT "$fio_pid"; wait "$fio_pid"
+	# (fio notes the signal that ended it above its JSON)
+	python3 -c 'import json, sys
+t = open(sys.argv[1]).read()
+j = json.loads(t[t.index("{"):])["jobs"][0]
+sys.exit(1 if j["error"] or j["read"]["total_ios"] == 0 else 0)' "$out" ||
+		{ fail "$d: fio saw an I/O error (or did no I/O) across the resets: $(head -c 300 "$out.err")"; return 1; }
+	dp_disconnect "$c" || return 1
+	scale_rec family resets driver "$d" fabric "$f" round "$r" resets "$n" \
+		reset_s "$(echo "$total / $n" | bc -l)"
+}
+
+# scale_ctrls DRIVER FABRIC ROUND N RUNTIME
+scale_ctrls() {
+	local d=$1 f=$2 r=$3 n=$4 rt=$5 i m0 m1 ctrls=() devs=() b0 b1 out=$SCALE_OUT/ctrls-$d-$r.json args=()
+	read -r -a m0 <<<"$(scale_mem)"
+	for ((i = 1; i <= n; i++)); do
+		dp_connect "$f" "nqn.2026-12.io.rnvme:scale-$f-$i" -i "$(nproc)" && dp_ns "nqn.2026-12.io.rnvme:scale-$f-$i" || return 1
+		ctrls+=("$DP_CTRL"); devs+=("$DP_NS")
+	done
+	read -r -a m1 <<<"$(scale_mem)"
+	for i in "${devs[@]}"; do args+=(--name="${i##*/}" --filename="$i"); done
+	b0=$(scale_busy)
+	fio --direct=1 --rw=randread --bs=4k --iodepth=8 --ioengine=libaio --time_based \
+		--runtime="$rt" --norandommap --randrepeat=0 --group_reporting --output-format=json \
+		--output="$out" "${args[@]}" >/dev/null 2>"$out.err" || { fail "$d: fio on $n controllers: $(head -c 300 "$out.err")"; return 1; }
+	b1=$(scale_busy)
+	for i in "${ctrls[@]}"; do dp_disconnect "$i" || return 1; done
+	local iops ios
+	read -r iops ios < <(python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+print(j["read"]["iops"], j["read"]["total_ios"])' "$out")
+	[ "${ios:-0}" -gt 0 ] || { fail "$d: no I/O completed on $n controllers"; return 1; }
+	scale_rec family ctrls driver "$d" fabric "$f" round "$r" ctrls "$n" iops "$iops" \
+		cpu_us_per_io "$(echo "($b1 - $b0) * 1000000 / $(getconf CLK_TCK) / $ios" | bc -l)" \
+		mem_kib_per_ctrl $(((m0[0] - m1[0]) / n)) slab_kib_per_ctrl $(((m1[1] - m0[1]) / n))
+}
+
+# scale_main [quick|full] [key=value...]
+scale_main() {
+	local mode=${1:-full} rounds=2 f=rxe queues="1 2 4 8 16" cycles=100 resets=20 nctrl=8 rt=5 a r d q i
+	local t0=$SECONDS nqn
+	[ $# -eq 0 ] || shift
+	[ "$mode" = quick ] && { rounds=1 queues="1 2" cycles=5 resets=2 nctrl=2 rt=2; }
+	for a in "$@"; do
+		case "$a" in
+		rounds=*) rounds=${a#*=};; fabric=*) f=${a#*=};; queues=*) queues=${a#*=};;
+		cycles=*) cycles=${a#*=};; resets=*) resets=${a#*=};; ctrls=*) nctrl=${a#*=};;
+		runtime=*) rt=${a#*=};;
+		*) fail "unknown scale argument '$a'"; return 1;;
+		esac
+	done
+	for q in $queues; do
+		[ "$q" -le $((2 * $(nproc))) ] || { fail "$q I/O queues need $(((q + 1) / 2)) vCPUs, the guest has $(nproc)"; return 1; }
+	done
+	rm -rf "$SCALE_OUT"; mkdir -p "$SCALE_OUT" && : >"$SCALE_OUT/results.jsonl" || return 1
+	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
+		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" fabric "$f" \
+		queues "$queues" cycles "$cycles" resets "$resets" ctrls "$nctrl" runtime_s "$rt" \
+		vcpus "$(nproc)" fio "$(fio --version)" \
+		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" \
+		date "$(date -u +%FT%TZ)" >"$SCALE_OUT/meta.json"
+	nqn=nqn.2026-12.io.rnvme:scale-$f-1
+	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
+	for ((i = 1; i <= nctrl; i++)); do
+		target_subsys_add "nqn.2026-12.io.rnvme:scale-$f-$i" null:1024 >/dev/null &&
+			target_subsys_link "nqn.2026-12.io.rnvme:scale-$f-$i" "$f" || return 1
+	done
+	for ((r = 1; r <= rounds; r++)); do
+		local order="c rnvme"; [ $((r % 2)) = 0 ] && order="rnvme c"
+		for d in $order; do
+			info "round $r/$rounds: $d"
+			dp_load "$d" || return 1
+			for q in $queues; do scale_connect "$d" "$f" "$nqn" "$r" "$q" || return 1; done
+			scale_cycles "$d" "$f" "$nqn" "$r" "$cycles" || return 1
+			scale_resets "$d" "$f" "$nqn" "$r" "$resets" || return 1
+			scale_ctrls "$d" "$f" "$r" "$nctrl" "$rt" || return 1
+			dp_unload || return 1
+		done
+	done
+	local n want
+	n=$(wc -l <"$SCALE_OUT/results.jsonl")
+	want=$((rounds * 2 * ($(wc -w <<<"$queues") + 3)))
+	[ "$n" = "$want" ] || { fail "$n results, expected $want"; return 1; }
+	info "$n measurements in $((SECONDS - t0)) s; results in $SCALE_OUT"
+}
+
+# As a vm-run script (tools/bench-scale): run the scale figures, nothing else.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+	. "$RNVME_PROJECT/tools/guest/lib.sh"
+	. "$RNVME_PROJECT/tools/guest/datapath.sh"
+	scale_main "$@"
+fi
