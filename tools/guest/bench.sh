@@ -31,9 +31,6 @@ bench_fio() {
 		--randrepeat=0 --group_reporting --output-format=json --output="$out" "${a[@]}" >/dev/null 2>"$out.err"
 }
 
-# cpu_busy: busy jiffies of all CPUs (user nice system irq softirq steal) from /proc/stat.
-cpu_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-
 # bench_point DRIVER FABRIC ROUND WORKLOAD DEV RUNTIME: warm up 1 s, measure RUNTIME s, append a
 # record: IOPS, bandwidth, completion latency percentiles, CPU per I/O of the whole guest (host,
 # target and soft-RDMA provider: fio's own figure misses softirq and kworkers).

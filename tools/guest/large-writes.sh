@@ -19,7 +19,6 @@ modprobe nvmet; modprobe nvmet-rdma
 S=$NVMET/subsystems/$N; mkdir $S && echo 1 >$S/attr_allow_any_host && mkdir $S/namespaces/1 || exit 1
 truncate -s 512M /tmp/large-writes.img && echo -n /tmp/large-writes.img >$S/namespaces/1/device_path && echo 1 >$S/namespaces/1/enable || exit 1
 target_port_up rxe $N || exit 1
-cpu_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
 pk() { rdma statistic show 2>/dev/null | awk '$1 == "sent_pkts" { s += $2 } END { print s + 0 }'; }
 round() {
 	local drv=$1 r=$2 w=$3 c dev t0 t1 p0 p1 b0 b1 pid rc

@@ -20,6 +20,9 @@ HOSTID=$(cat /etc/nvme/hostid 2>/dev/null)
 fail() { echo "FAIL: $*" >&2; return 1; }
 info() { echo "# $*"; }
 
+# cpu_busy: busy jiffies (USER_HZ) of all CPUs (user nice system irq softirq steal) from /proc/stat.
+cpu_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
 # wait_for SECONDS CMD...: poll CMD every 0.2 s until it succeeds or SECONDS pass.
 wait_for() {
 	local t=$1; shift

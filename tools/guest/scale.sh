@@ -31,9 +31,6 @@ scale_mem() {
 scale_now() { date +%s.%N; }
 scale_secs() { echo "$2 - $1" | bc; }
 
-# cpu_busy: busy jiffies of all CPUs (user nice system irq softirq steal) from /proc/stat.
-scale_busy() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
-
 # scale_rec KEY VALUE...: one JSON record (numbers stay numbers) appended to results.jsonl.
 scale_rec() {
 	python3 -c 'import json, sys
@@ -133,11 +130,11 @@ scale_ctrls() {
 	done
 	read -r -a m1 <<<"$(scale_mem)"
 	for i in "${devs[@]}"; do args+=(--name="${i##*/}" --filename="$i"); done
-	b0=$(scale_busy)
+	b0=$(cpu_busy)
 	fio --direct=1 --rw=randread --bs=4k --iodepth=8 --ioengine=libaio --time_based \
 		--runtime="$rt" --norandommap --randrepeat=0 --group_reporting --output-format=json \
 		--output="$out" "${args[@]}" >/dev/null 2>"$out.err" || { fail "$d: fio on $n controllers: $(head -c 300 "$out.err")"; return 1; }
-	b1=$(scale_busy)
+	b1=$(cpu_busy)
 	for i in "${ctrls[@]}"; do dp_disconnect "$i" || return 1; done
 	local iops ios
 	read -r iops ios < <(python3 -c 'import json, sys
