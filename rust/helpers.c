@@ -184,6 +184,11 @@ u16 rnvme_nvme_cid(struct request *rq)
 	return nvme_cid(rq);
 }
 
+const char *rnvme_nvme_opcode_str(struct request *rq, int qid)
+{
+	return nvme_fabrics_opcode_str(qid, nvme_req(rq)->cmd);
+}
+
 static bool rnvme_abort_one(struct request *rq, void *data)
 {
 	int hctx_idx = *(int *)data;

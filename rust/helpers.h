@@ -83,6 +83,9 @@ void rnvme_tagset_abort(struct blk_mq_tag_set *set, int hctx_idx);
 /* The slow path of nvme_check_ready() (the caller tested for NVME_CTRL_LIVE). */
 bool rnvme_nvme_check_ready(struct nvme_ctrl *ctrl, struct request *rq, bool queue_live);
 u16 rnvme_nvme_cid(struct request *rq);
+/* The command's name as the core spells it (nvme_fabrics_opcode_str(): "Connect", "Read"; a
+ * static string; "Fabrics Cmd", "I/O Cmd"... without CONFIG_NVME_VERBOSE_ERRORS). */
+const char *rnvme_nvme_opcode_str(struct request *rq, int qid);
 void rnvme_nvmf_complete_timed_out_request(struct request *rq);
 u32 rnvme_nvmf_nr_io_queues(struct nvmf_ctrl_options *opts);
 int rnvme_ibdev_to_node(struct ib_device *dev);

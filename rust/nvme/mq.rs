@@ -11,7 +11,7 @@ use super::ctrl::{Controller, CtrlOps};
 use crate::bindings::raw;
 use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Wc};
 use core::marker::PhantomData;
-use kernel::{prelude::*, types::Opaque};
+use kernel::{prelude::*, str::CStr, types::Opaque};
 
 /// blk-mq request completion status (`blk_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -432,6 +432,15 @@ impl<M: MqOps> Request<M> {
     pub(crate) fn cid(&self) -> u16 {
         // SAFETY: the request is valid and set up (type invariant).
         unsafe { raw::rnvme_nvme_cid(self.as_raw()) }
+    }
+
+    /// The command's name as the core logs it (`nvme_fabrics_opcode_str`), for queue `qid`.
+    pub(crate) fn opcode_str(&self, qid: u16) -> &'static CStr {
+        // SAFETY: the request is valid and set up (type invariant), so its `nvme_request` has the
+        // command.
+        let p = unsafe { raw::rnvme_nvme_opcode_str(self.as_raw(), i32::from(qid)) };
+        // SAFETY: the core returns a static NUL-terminated string (a table entry or a literal).
+        unsafe { CStr::from_char_ptr(p) }
     }
 }
 

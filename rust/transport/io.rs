@@ -379,20 +379,27 @@ impl MqOps for RdmaMq {
             // Handed here by `ConnCm::lost` (or a real timeout on a queue already stopped).
             dev_info!(
                 ctrl,
-                "I/O tag {} ({:04x}) opcode {:#x} QID {}: ended, its connection is gone\n",
+                "I/O tag {} ({:04x}) opcode {:#x} ({}) QID {}: ended, its connection is gone\n",
                 rq.tag(),
                 rq.cid(),
                 rq.opcode(),
+                rq.opcode_str(qid),
                 qid
             );
         } else {
+            // What it still waits for tells a lost SEND (or a target that never saw the command)
+            // from a response that never came or came and was not matched: C logs nothing of it.
+            let (refs, responded) = rq.data().end.outstanding();
             dev_warn!(
                 ctrl,
-                "I/O tag {} ({:04x}) opcode {:#x} QID {} timeout\n",
+                "I/O tag {} ({:04x}) opcode {:#x} ({}) QID {} timeout ({} completions outstanding, response {})\n",
                 rq.tag(),
                 rq.cid(),
                 rq.opcode(),
-                qid
+                rq.opcode_str(qid),
+                qid,
+                refs,
+                if responded { "received" } else { "not received" }
             );
         }
         if ctrl.nvme().state() != State::Live {

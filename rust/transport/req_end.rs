@@ -104,6 +104,13 @@ impl ReqEnd {
         self.result.store(result, Relaxed);
     }
 
+    /// What this use still waits for, for the log of a timed-out request: the completions
+    /// outstanding and whether its response came. Racy by nature (the completions may run while
+    /// it reads), so only for diagnostics.
+    pub(crate) fn outstanding(&self) -> (u32, bool) {
+        (self.refs.load(Relaxed), self.responded.load(Relaxed))
+    }
+
     /// Drops the reference of one completion. Returns the recorded status and result if it was
     /// the last one: the caller then ends the request with them.
     pub(crate) fn put(&self) -> Option<(u16, u64)> {
@@ -180,6 +187,18 @@ mod tests {
         assert!(!e.take_response());
         e.arm(2);
         assert!(e.take_response());
+    }
+
+    /// The timeout's view: nothing completed, then the SEND, then the response.
+    #[test]
+    fn outstanding_shows_what_is_missing() {
+        let e = ReqEnd::new();
+        e.arm(2);
+        assert_eq!(e.outstanding(), (2, false));
+        assert!(e.put().is_none());
+        assert_eq!(e.outstanding(), (1, false));
+        assert!(e.take_response());
+        assert_eq!(e.outstanding(), (1, true));
     }
 
     /// A request never used accepts no response.

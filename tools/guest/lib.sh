@@ -272,14 +272,21 @@ tap_skip() { echo "ok - $1 # SKIP ${2:-}" | tee -a "$TAP_FILE"; }
 # kernel log is marked at the test's start and end, so vm-run attributes any kernel warning to the
 # test that was running (scripts/vm-run, problems.log).
 # RNVME_ONLY (suite.sh only=TEXT[|TEXT...], for development): tests whose name has none of the
-# TEXTs are not run.
+# TEXTs are not run. RNVME_REPEAT (suite.sh repeat=N, for development: a rare failure's
+# reproducer): each test that runs runs N times, one TAP line per run.
 run_test() {
 	local name=$1; shift
-	local t0=$SECONDS rc o
+	local t0=$SECONDS rc o i
 	if [ -n "${RNVME_ONLY:-}" ]; then
 		local -a only; IFS='|' read -ra only <<<"$RNVME_ONLY"
 		for o in "${only[@]}"; do [[ $name == *"$o"* ]] && break; o=; done
 		[ -n "$o" ] || return 0
+	fi
+	if [ "${RNVME_REPEAT:-1}" -gt 1 ] && [ -z "${RNVME_REPEATING:-}" ]; then
+		for ((i = 1; i <= RNVME_REPEAT; i++)); do
+			RNVME_REPEATING=1 run_test "$name [run $i of $RNVME_REPEAT]" "$@"
+		done
+		return 0
 	fi
 	echo "# --- $name"
 	echo "rnvme-test: begin $name" >/dev/kmsg

@@ -241,11 +241,14 @@ for g in "$@"; do
 	driver=*) HOST_DRIVER=${g#driver=};;
 	fabrics=*) DP_FABRICS=${g#fabrics=};;
 	only=*) RNVME_ONLY=${g#only=};;
+	repeat=*) RNVME_REPEAT=${g#repeat=};;
+	storm=*) WIRE_STORM=${g#storm=};;
+	storm_jitter=yes) WIRE_STORM_JITTER=yes;;
 	split=yes|split=no) FABRIC_SPLIT=${g#split=};;
 	wire=*) WIRE_MODE=${g#wire=};;
 	c-all=yes) BT_C_ALL=yes;;
 	bt-verbose=yes) BT_VERBOSE=yes;;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, split=yes|no, wire=split|all, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, repeat=N, storm=N, storm_jitter=yes, split=yes|no, wire=split|all, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done
