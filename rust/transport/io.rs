@@ -387,19 +387,30 @@ impl MqOps for RdmaMq {
                 qid
             );
         } else {
-            // What it still waits for tells a lost SEND (or a target that never saw the command)
-            // from a response that never came or came and was not matched: C logs nothing of it.
-            let (refs, responded) = rq.data().end.outstanding();
+            // C's line, as it is (log readers match it), then what the command still waits for:
+            // that tells a lost SEND (or a target that never saw the command) from a response
+            // that never came or came and was not matched. C logs nothing of it.
             dev_warn!(
                 ctrl,
-                "I/O tag {} ({:04x}) opcode {:#x} ({}) QID {} timeout ({} completions outstanding, response {})\n",
+                "I/O tag {} ({:04x}) opcode {:#x} ({}) QID {} timeout\n",
                 rq.tag(),
                 rq.cid(),
                 rq.opcode(),
                 rq.opcode_str(qid),
+                qid
+            );
+            let (refs, responded) = rq.data().end.outstanding();
+            dev_info!(
+                ctrl,
+                "I/O tag {} QID {}: {} completions outstanding, response {}\n",
+                rq.tag(),
                 qid,
                 refs,
-                if responded { "received" } else { "not received" }
+                if responded {
+                    "received"
+                } else {
+                    "not received"
+                }
             );
         }
         if ctrl.nvme().state() != State::Live {

@@ -163,10 +163,13 @@ t_wire_reset_timeout() {
 		# SEND completes when the peer acknowledges it; the retries fail it, and a failed SEND
 		# drops no reference): 2 outstanding; on siw the SEND completed when TCP took the data,
 		# which TCP keeps while the wire is cut: 1.
-		local want=2; [ "$f" = siw ] && want=1
-		dmesg_since_mark | grep "${c##*/}: .*QID 0 timeout" |
-			grep -Evq "opcode 0x[0-9a-f]+ \\([A-Z][A-Za-z ]+\\) QID 0 timeout \\($want completions outstanding, response not received\\)\$" &&
-			{ fail "a QID 0 timeout on the cut wire does not name its command and say '$want completions outstanding, response not received': $(dmesg_since_mark | grep -m1 'QID 0 timeout')"; rc=1; }
+		local want=2 tag; [ "$f" = siw ] && want=1
+		log=$(dmesg_since_mark | grep -m1 "${c##*/}: .*QID 0 timeout$")
+		[[ $log =~ I/O\ tag\ ([0-9]+)\ \([0-9a-f]{4}\)\ opcode\ 0x[0-9a-f]+\ \([A-Z][A-Za-z\ ]+\)\ QID\ 0\ timeout$ ]] ||
+			{ fail "the QID 0 timeout on the cut wire does not name its command: '$log'"; rc=1; }
+		tag=${BASH_REMATCH[1]:-none}
+		dmesg_since_mark | grep -q "${c##*/}: I/O tag $tag QID 0: $want completions outstanding, response not received$" ||
+			{ fail "tag $tag's timeout is not followed by 'I/O tag $tag QID 0: $want completions outstanding, response not received': $(dmesg_since_mark | grep -m1 "I/O tag $tag QID 0:")"; rc=1; }
 		# Bound: the 5 s timeout, then one reconnect attempt on the cut wire (our 30 s connection
 		# bound, plus the provider's teardown of the attempt: siw's pending TCP connect ~40 s).
 		dp_until 150 eval "! kill -0 $pid 2>/dev/null" || { fail "nvme reset still blocked $((SECONDS - t0)) s after it started"; rc=1; }
