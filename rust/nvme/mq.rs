@@ -9,7 +9,7 @@
 
 use super::ctrl::{Controller, CtrlOps};
 use crate::bindings::raw;
-use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Wc};
+use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Qp, RegWr, SendWrs, SgeList, Wc};
 use core::marker::PhantomData;
 use kernel::{prelude::*, str::CStr, types::Opaque};
 
@@ -49,6 +49,8 @@ pub(crate) struct Pdu<M: MqOps> {
     send_cqe: Cqe,
     reg_cqe: Cqe,
     inv_cqe: Cqe,
+    /// The SEND and registration work requests, completing into `send_cqe` and `reg_cqe`.
+    wrs: SendWrs,
     data: M::Data,
 }
 
@@ -281,22 +283,27 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::blk_abort_request(self.as_raw()) };
     }
 
-    /// Completion entry of the command's SEND.
-    pub(crate) fn send_cqe(&self) -> &Cqe {
-        // SAFETY: the PDU is valid for the request's life (type invariant); the entries were
-        // armed by `init_request_cb`.
-        unsafe { &(*self.pdu()).send_cqe }
-    }
-
-    /// Completion entry of the memory registration.
-    pub(crate) fn reg_cqe(&self) -> &Cqe {
-        // SAFETY: as for `send_cqe`.
-        unsafe { &(*self.pdu()).reg_cqe }
+    /// Posts the request's registration `reg`, if any, and its SEND of `sges` on `qp`, from the
+    /// work requests kept in its PDU ([`SendWrs::post`]). Only the request's owner (the
+    /// transport in `queue_rq`) may call this, once per use of the request.
+    #[inline(always)]
+    pub(crate) fn post_send<const N: usize>(
+        &self,
+        qp: &Qp,
+        reg: Option<RegWr>,
+        sges: &SgeList<N>,
+    ) -> Result {
+        // SAFETY: `init_request_cb` initialised the work requests; blk-mq hands a started request
+        // to one owner at a time, the caller, which posts once per use (see `with_cmd`); the
+        // request's next use starts after this one ended, which needs the SEND's completion, so
+        // after the provider read the chain (`SendWrs::post`).
+        unsafe { (*self.pdu()).wrs.post(qp, reg, sges) }
     }
 
     /// Completion entry of the local invalidation.
     pub(crate) fn inv_cqe(&self) -> &Cqe {
-        // SAFETY: as for `send_cqe`.
+        // SAFETY: the PDU is valid for the request's life (type invariant); the entries were
+        // armed by `init_request_cb`.
         unsafe { &(*self.pdu()).inv_cqe }
     }
 
@@ -525,6 +532,7 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
             (*pdu).send_cqe.arm::<Pdu<M>, SEND>();
             (*pdu).reg_cqe.arm::<Pdu<M>, REG>();
             (*pdu).inv_cqe.arm::<Pdu<M>, INV>();
+            SendWrs::init(&raw mut (*pdu).wrs, &(*pdu).send_cqe, &(*pdu).reg_cqe);
             let init = M::init_request(ctrl, ADMIN, hctx_idx);
             match init.__init(&raw mut (*pdu).data) {
                 Ok(()) => 0,

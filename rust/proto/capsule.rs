@@ -9,7 +9,7 @@
 
 #![deny(unsafe_code)]
 
-use super::sgl::{Sgl, DESC_LEN};
+use super::sgl::{LengthTooLarge, Sgl, DESC_LEN};
 
 /// Size of a submission queue entry (`struct nvme_command`).
 pub(crate) const SQE_LEN: usize = 64;
@@ -55,6 +55,18 @@ pub(crate) fn is_auth(cmd: &Sqe) -> bool {
 pub(crate) fn set_sgl(cmd: &mut Sqe, desc: &[u8; DESC_LEN]) {
     cmd[FLAGS] |= FLAGS_SGL_METABUF;
     cmd[DPTR..DPTR + DESC_LEN].copy_from_slice(desc);
+}
+
+/// As [`set_sgl`] with the descriptor encoded in place, without a copy on the way (the data
+/// path's). On error the command is unchanged.
+#[inline(always)]
+pub(crate) fn put_sgl(cmd: &mut Sqe, sgl: &Sgl) -> Result<(), LengthTooLarge> {
+    let Some(d) = cmd[DPTR..].first_chunk_mut::<DESC_LEN>() else {
+        return Err(LengthTooLarge);
+    };
+    sgl.encode_into(d)?;
+    cmd[FLAGS] |= FLAGS_SGL_METABUF;
+    Ok(())
 }
 
 /// The Asynchronous Event Request the transport posts itself (`nvme_rdma_submit_async_event`):
@@ -139,6 +151,39 @@ mod tests {
         c[0] = 0x02;
         c[4] = 0x05;
         assert!(!is_auth(&c));
+    }
+
+    #[test]
+    fn put_sgl_writes_what_set_sgl_writes_over_any_old_command() {
+        let keyed = Sgl::Keyed {
+            addr: 0x1122_3344_5566_7788,
+            len: 0x1000,
+            key: 0xabcd_ef01,
+            invalidate: true,
+        };
+        let inline = Sgl::Inline {
+            offset: 0,
+            len: 512,
+        };
+        for sgl in [Sgl::Null, inline, keyed] {
+            // (the command's old bytes, e.g. a previous use's descriptor, must all be replaced)
+            let mut a = [0xa5u8; 64];
+            let mut b = a;
+            let d = sgl.encode();
+            assert!(d.is_ok());
+            set_sgl(&mut a, &d.unwrap_or_default());
+            assert_eq!(put_sgl(&mut b, &sgl), Ok(()));
+            assert_eq!(a, b);
+        }
+        let mut c = [0x5au8; 64];
+        let too_long = Sgl::Keyed {
+            addr: 0,
+            len: 1 << 24,
+            key: 0,
+            invalidate: false,
+        };
+        assert_eq!(put_sgl(&mut c, &too_long), Err(LengthTooLarge));
+        assert!(c.iter().all(|&x| x == 0x5a));
     }
 
     #[test]

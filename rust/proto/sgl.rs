@@ -60,11 +60,23 @@ impl Sgl {
     #[inline(always)]
     pub(crate) fn encode(&self) -> Result<[u8; DESC_LEN], LengthTooLarge> {
         let mut d = [0u8; DESC_LEN];
+        self.encode_into(&mut d)?;
+        Ok(d)
+    }
+
+    /// Encodes the descriptor into `d` (every byte written), in place: the transport writes it
+    /// straight into the command's data pointer. On error `d` is unchanged.
+    #[inline(always)]
+    pub(crate) fn encode_into(&self, d: &mut [u8; DESC_LEN]) -> Result<(), LengthTooLarge> {
         match *self {
-            Sgl::Null => d[15] = (TYPE_KEYED_DATA_BLOCK << 4) | SUBTYPE_ADDRESS,
+            Sgl::Null => {
+                d[..15].fill(0);
+                d[15] = (TYPE_KEYED_DATA_BLOCK << 4) | SUBTYPE_ADDRESS;
+            }
             Sgl::Inline { offset, len } => {
                 d[0..8].copy_from_slice(&offset.to_le_bytes());
                 d[8..12].copy_from_slice(&len.to_le_bytes());
+                d[12..15].fill(0);
                 d[15] = (TYPE_DATA_BLOCK << 4) | SUBTYPE_OFFSET;
             }
             Sgl::Keyed {
@@ -87,7 +99,7 @@ impl Sgl {
                 d[15] = (TYPE_KEYED_DATA_BLOCK << 4) | sub;
             }
         }
-        Ok(d)
+        Ok(())
     }
 }
 

@@ -295,62 +295,31 @@ impl Qp {
         })
     }
 
-    /// Posts an optional memory registration followed by a signalled SEND of `sges`, in one
-    /// chain. `send` and `reg` complete into their entries.
+    /// Posts a signalled SEND of `sges`, completing into `send`, with a work request built for
+    /// this one post (the controller's Asynchronous Event Request; a request's SEND is posted
+    /// from its PDU, [`SendWrs::post`]).
     ///
     /// Everything posted is checked to be this QP's: the SGEs were built for it from DMA
-    /// mappings of its device with its PD's lkey ([`SgeList`]), the MR is from its pool
-    /// ([`Mr::reg_wr`]), and only armed entries are accepted (see [`Cqe`]): their owners
-    /// outlive the work requests. What remains is the one rule no type here can carry (the
-    /// kernel crate's DMA types have it too): what the device was handed stays mapped until the
-    /// completions ran or the QP was drained; the transport keeps a request's mappings and MR
-    /// until the request ends, after its completions (`ReqEnd`).
-    #[inline(always)]
-    pub(crate) fn post_send<const N: usize>(
-        &self,
-        reg: Option<RegWr>,
-        send: &Cqe,
-        sges: &SgeList<N>,
-    ) -> Result {
-        if !send.armed()
-            || reg.is_some_and(|r| !r.armed || r.qp != self.as_raw())
-            || !sges.is_for(self)
-        {
+    /// mappings of its device with its PD's lkey ([`SgeList`]), and only armed entries are
+    /// accepted (see [`Cqe`]): their owners outlive the work requests. What remains is the one
+    /// rule no type here can carry (the kernel crate's DMA types have it too): what the device
+    /// was handed stays mapped until the completions ran or the QP was drained.
+    pub(crate) fn post_send<const N: usize>(&self, send: &Cqe, sges: &SgeList<N>) -> Result {
+        if !send.armed() || !sges.is_for(self) {
             return Err(EINVAL);
         }
         let sges = sges.as_slice();
-        // SAFETY: all-zero WRs are valid.
+        // SAFETY: an all-zero WR is valid.
         let mut wr: raw::ib_send_wr = unsafe { core::mem::zeroed() };
         wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(send.as_raw());
         wr.sg_list = sges.as_ptr().cast_mut();
         wr.num_sge = sges.len() as i32;
         wr.opcode = raw::ib_wr_opcode_IB_WR_SEND;
         wr.send_flags = raw::ib_send_flags_IB_SEND_SIGNALED;
-        // Only a registration needs its (larger) WR, so only then is it built.
-        let mut rw: raw::ib_reg_wr;
-        let first: *const raw::ib_send_wr = match reg {
-            None => &wr,
-            Some(r) => {
-                // SAFETY: as above.
-                rw = unsafe { core::mem::zeroed() };
-                rw.wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(r.cqe);
-                rw.wr.opcode = raw::ib_wr_opcode_IB_WR_REG_MR;
-                rw.wr.num_sge = 0;
-                rw.wr.send_flags = 0;
-                rw.wr.next = &mut wr;
-                rw.mr = r.mr.as_ptr();
-                rw.key = r.key;
-                rw.access = (raw::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-                    | raw::ib_access_flags_IB_ACCESS_REMOTE_READ
-                    | raw::ib_access_flags_IB_ACCESS_REMOTE_WRITE)
-                    as i32;
-                &rw.wr
-            }
-        };
-        // SAFETY: the QP is live; the chain lives on this stack frame for the call (providers
-        // copy WRs and SGE lists); the entries are armed, so their owners outlive the
-        // completions (see `Cqe`); the memory and MR lifetimes are the caller's duty above.
-        to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), first) })
+        // SAFETY: the QP is live; `wr` and the SGEs live on this stack frame for the call
+        // (providers copy WRs and SGE lists); the entry is armed, so its owner outlives the
+        // completion (see `Cqe`); the memory lifetime is the caller's duty above.
+        to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), &wr) })
     }
 
     /// Posts a signalled local invalidation of `rkey`, completing into `cqe`.
@@ -437,15 +406,13 @@ impl Mr {
         Ok(())
     }
 
-    /// The registration work request of the MR's current mapping, completing (on error only)
-    /// into `cqe`.
-    pub(crate) fn reg_wr(&self, cqe: &Cqe) -> RegWr {
+    /// The registration of the MR's current mapping, for [`SendWrs::post`].
+    #[inline(always)]
+    pub(crate) fn reg_wr(&self) -> RegWr {
         RegWr {
             mr: self.mr,
             qp: self.qp,
             key: self.rkey(),
-            cqe: cqe.as_raw(),
-            armed: cqe.armed(),
         }
     }
 }
@@ -459,17 +426,123 @@ impl Drop for Mr {
     }
 }
 
-/// An `IB_WR_REG_MR` work request prepared by [`Mr::reg_wr`] for [`Qp::post_send`].
+/// What an `IB_WR_REG_MR` work request registers, prepared by [`Mr::reg_wr`] for
+/// [`SendWrs::post`].
 #[derive(Clone, Copy)]
 pub(crate) struct RegWr {
     mr: core::ptr::NonNull<raw::ib_mr>,
-    /// The QP whose pool the MR is from: [`Qp::post_send`] refuses it on another.
+    /// The QP whose pool the MR is from: [`SendWrs::post`] refuses it on another.
     qp: *mut raw::ib_qp,
     key: u32,
-    cqe: *mut raw::ib_cqe,
-    /// The entry was armed when the request was prepared (its owner outlives the QP).
-    armed: bool,
 }
+
+/// The work requests of one blk-mq request: its SEND and the memory registration posted before
+/// it, kept in the request's PDU beside their completion entries, as the C driver keeps `reg_wr`
+/// in `struct nvme_rdma_request`. What never changes is written once ([`SendWrs::init`]: the
+/// opcodes, flags, access rights, completion entries and the REG's link to the SEND); a post
+/// writes only the SGE list, its length, the MR and its key, where a work request built afresh
+/// would be zeroed (96 bytes) and filled at every I/O.
+///
+/// # Invariants
+///
+/// Once [`SendWrs::init`] ran: `send` is a signalled `IB_WR_SEND` completing into an armed entry,
+/// `reg` an `IB_WR_REG_MR` (local write, remote read and write) completing into an armed entry
+/// and linked to `send`; both entries belong to the object holding `self`, which outlives every
+/// work request posted from it. Only [`SendWrs::post`] writes the other fields.
+#[repr(C)]
+pub(crate) struct SendWrs {
+    send: Opaque<raw::ib_send_wr>,
+    reg: Opaque<raw::ib_reg_wr>,
+}
+
+impl SendWrs {
+    /// Writes the fields that never change.
+    ///
+    /// # Safety
+    ///
+    /// `this` is valid for writes and stays at its address for as long as it is used. `send` and
+    /// `reg` are armed entries of the object containing `this` (so [`Cqe::arm`]'s rule holds for
+    /// them: that object outlives every work request posted with them). No work request
+    /// posted from `this` is outstanding.
+    pub(crate) unsafe fn init(this: *mut Self, send: &Cqe, reg: &Cqe) {
+        // SAFETY: `this` is valid for writes (caller); all-zero WRs are valid, and the fields set
+        // are those the invariant names.
+        unsafe {
+            let s = (*this).send.get();
+            s.write(core::mem::zeroed());
+            (*s).__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(send.as_raw());
+            (*s).opcode = raw::ib_wr_opcode_IB_WR_SEND;
+            (*s).send_flags = raw::ib_send_flags_IB_SEND_SIGNALED;
+            let r = (*this).reg.get();
+            r.write(core::mem::zeroed());
+            (*r).wr.__bindgen_anon_1.wr_cqe = core::mem::ManuallyDrop::new(reg.as_raw());
+            (*r).wr.opcode = raw::ib_wr_opcode_IB_WR_REG_MR;
+            (*r).wr.next = s;
+            (*r).access = (raw::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+                | raw::ib_access_flags_IB_ACCESS_REMOTE_READ
+                | raw::ib_access_flags_IB_ACCESS_REMOTE_WRITE) as i32;
+        }
+    }
+
+    /// Posts the registration `reg`, if any, followed by the signalled SEND of `sges`, in one
+    /// chain.
+    ///
+    /// Everything posted is checked to be this QP's: the SGEs were built for it from DMA
+    /// mappings of its device with its PD's lkey ([`SgeList`]) and the MR is from its pool
+    /// ([`Mr::reg_wr`]); the entries were armed at [`SendWrs::init`]. What remains is the one
+    /// rule no type here can carry (the kernel crate's DMA types have it too): what the device
+    /// was handed stays mapped until the completions ran or the QP was drained; the transport
+    /// keeps a request's mappings and MR until the request ends, after its completions
+    /// (`ReqEnd`).
+    ///
+    /// # Safety
+    ///
+    /// `init` ran on `self`, and no other thread uses `self` during the call. (A blk-mq request
+    /// has one owner at a time, which posts its SEND once per use. The provider reads the chain
+    /// during the call, the SEND last, and the request's use cannot end before the SEND
+    /// completed, which it cannot before the provider took it: the next use, which starts only
+    /// after that end, cannot meet this post's reads. The REG's link to the SEND never changes.)
+    #[inline(always)]
+    pub(crate) unsafe fn post<const N: usize>(
+        &self,
+        qp: &Qp,
+        reg: Option<RegWr>,
+        sges: &SgeList<N>,
+    ) -> Result {
+        if reg.is_some_and(|r| r.qp != qp.as_raw()) || !sges.is_for(qp) {
+            return Err(EINVAL);
+        }
+        let sges = sges.as_slice();
+        let s = self.send.get();
+        // SAFETY: `self` is not used elsewhere during the call (caller), so writing through the
+        // `Opaque` fields races with nothing.
+        let first: *const raw::ib_send_wr = unsafe {
+            (*s).sg_list = sges.as_ptr().cast_mut();
+            (*s).num_sge = sges.len() as i32;
+            match reg {
+                None => s,
+                Some(r) => {
+                    let rw = self.reg.get();
+                    (*rw).mr = r.mr.as_ptr();
+                    (*rw).key = r.key;
+                    &raw const (*rw).wr
+                }
+            }
+        };
+        // SAFETY: the QP is live; the chain is valid for the call (providers copy WRs and SGE
+        // lists before they return); the entries are armed, so their owner outlives the
+        // completions (type invariant); the memory and MR lifetimes are the caller's duty above.
+        to_result(unsafe { raw::rnvme_ib_post_send(qp.as_raw(), first) })
+    }
+}
+
+// SAFETY: the work requests are plain data with pointers into their owner (the entries, and the
+// SGE list and MR of the post in progress); they are written only by `init` and `post`, whose
+// callers guarantee one user at a time, whichever thread it is.
+unsafe impl Send for SendWrs {}
+// SAFETY: as for `Send`: a shared `&SendWrs` reads or writes nothing but through the unsafe
+// `post`.
+unsafe impl Sync for SendWrs {}
 
 /// A scatter/gather element describing `len` bytes at bus address `addr` under `lkey`.
 #[inline]

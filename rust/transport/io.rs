@@ -117,8 +117,8 @@ pub(super) fn map_data(
     let ctrl = rq.ctrl();
     d.has_mr.store(false, Relaxed);
     if rq.nr_phys_segments() == 0 {
-        let desc = Sgl::Null.encode().map_err(|_| EINVAL)?;
-        rq.with_cmd(|c| capsule::set_sgl(c, &desc));
+        rq.with_cmd(|c| capsule::put_sgl(c, &Sgl::Null))
+            .map_err(|_| EINVAL)?;
         stats::count(Counter::NoData, q.qid, 1);
         return Ok(None);
     }
@@ -134,10 +134,9 @@ pub(super) fn map_data(
         let desc = Sgl::Inline {
             offset: u64::from(ctrl.nvme().icdoff()),
             len,
-        }
-        .encode()
-        .map_err(|_| EINVAL)?;
-        rq.with_cmd(|c| capsule::set_sgl(c, &desc));
+        };
+        rq.with_cmd(|c| capsule::put_sgl(c, &desc))
+            .map_err(|_| EINVAL)?;
         stats::count(Counter::InlineWrites, q.qid, 1);
         return Ok(None);
     }
@@ -162,14 +161,13 @@ pub(super) fn map_data(
         len: mr.length() as u32,
         key: mr.rkey(),
         invalidate: true,
-    }
-    .encode()
-    .map_err(|_| EINVAL)?;
-    rq.with_cmd(|c| capsule::set_sgl(c, &desc));
+    };
+    rq.with_cmd(|c| capsule::put_sgl(c, &desc))
+        .map_err(|_| EINVAL)?;
     d.mr_rkey.store(mr.rkey(), Relaxed);
     d.has_mr.store(true, Relaxed);
     stats::count(Counter::MrRegistrations, q.qid, 1);
-    Ok(Some(mr.reg_wr(rq.reg_cqe())))
+    Ok(Some(mr.reg_wr()))
 }
 
 /// Begins a use of the request in `io` (its own state) and maps everything the SEND needs in
@@ -303,7 +301,7 @@ impl MqOps for RdmaMq {
         let err = match prepared {
             Some(Ok(reg)) => {
                 // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
-                match qp.post_send(reg, rq.send_cqe(), &sges) {
+                match rq.post_send(qp, reg, &sges) {
                     Ok(()) => {
                         // The queue was lost while this request was being prepared: the abort
                         // of its commands found it busy and left it (`timeout`); abort it now,

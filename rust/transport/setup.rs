@@ -428,7 +428,7 @@ impl CtrlOps for RdmaCtrl {
         let mut sges = qp::SgeList::<1>::new();
         let posted = sges
             .push_buf(qp, buf)
-            .and_then(|()| qp.post_send(None, ctrl.aen_cqe(), &sges));
+            .and_then(|()| qp.post_send(ctrl.aen_cqe(), &sges));
         drop(g);
         if let Err(e) = posted {
             dev_err!(
