@@ -382,6 +382,7 @@ impl<M: MqOps> Request<M> {
 
     /// Reads or edits the 64-byte submission queue entry. Only the request's owner (the
     /// transport between `queue_rq` and the post of the SEND) may call this.
+    #[inline(always)]
     pub(crate) fn with_cmd<R>(&self, f: impl FnOnce(&mut [u8; 64]) -> R) -> R {
         const _: () = assert!(core::mem::size_of::<raw::nvme_command>() == 64);
         // SAFETY: the command lives in the PDU (type invariant) and is 64 bytes of plain data;
