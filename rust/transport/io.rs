@@ -131,11 +131,11 @@ pub(super) fn map_data(
         && rq.payload_bytes() <= q.inline_size.load(Relaxed)
     {
         let len = sg.push_to(sges, qp)?;
-        let desc = Sgl::Inline {
-            offset: u64::from(ctrl.nvme().icdoff()),
-            len,
-        };
-        rq.with_cmd(|c| capsule::put_sgl(c, &desc))
+        let offset = u64::from(ctrl.nvme().icdoff());
+        // (Each descriptor is built inside its closure: with its variant known there, the
+        // closure is a few stores and is inlined; three closures writing a captured `Sgl` were
+        // one shared out-of-line function matching on it.)
+        rq.with_cmd(|c| capsule::put_sgl(c, &Sgl::Inline { offset, len }))
             .map_err(|_| EINVAL)?;
         stats::count(Counter::InlineWrites, q.qid, 1);
         return Ok(None);
@@ -156,14 +156,19 @@ pub(super) fn map_data(
     // Held by the request from here: released with the other slots on error.
     let mr = Io::put(mr_slot, mr);
     sg.register(mr)?;
-    let desc = Sgl::Keyed {
-        addr: mr.iova(),
-        len: mr.length() as u32,
-        key: mr.rkey(),
-        invalidate: true,
-    };
-    rq.with_cmd(|c| capsule::put_sgl(c, &desc))
-        .map_err(|_| EINVAL)?;
+    let (addr, len, key) = (mr.iova(), mr.length() as u32, mr.rkey());
+    rq.with_cmd(|c| {
+        capsule::put_sgl(
+            c,
+            &Sgl::Keyed {
+                addr,
+                len,
+                key,
+                invalidate: true,
+            },
+        )
+    })
+    .map_err(|_| EINVAL)?;
     d.mr_rkey.store(mr.rkey(), Relaxed);
     d.has_mr.store(true, Relaxed);
     stats::count(Counter::MrRegistrations, q.qid, 1);
