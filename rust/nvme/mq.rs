@@ -296,10 +296,9 @@ impl<M: MqOps> Request<M> {
         reg: Option<RegWr>,
         sges: &SgeList<N>,
     ) -> Result {
-        // SAFETY: `init_request_cb` initialised the work requests; blk-mq hands a started request
-        // to one owner at a time, the caller, which posts once per use (see `with_cmd`); the
-        // request's next use starts after this one ended, which needs the SEND's completion, so
-        // after the provider read the chain (`SendWrs::post`).
+        // SAFETY: `init_request_cb` initialised the work requests; a started request has one
+        // owner, the caller, posting once per use (see `with_cmd`); its next use follows this
+        // use's end, so the SEND's completion, so the provider's read of the chain (`SendWrs`).
         unsafe { (*self.pdu()).wrs.post(qp, reg, sges) }
     }
 

@@ -85,10 +85,9 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
         // (The PDU is zeroed by blk-mq, its entries unarmed; it is allocated once with the tag set
         // and stays until the set is freed, which the transport does only after the queues the
         // requests are posted on are destroyed.)
-        // SAFETY: `nreq` takes the controller pointer as C sets it; `data` is initialised in place
-        // and never moves; the entries are armed in place (see above), nothing is posted yet;
-        // the work requests are written in place too, bound to the PDU's own armed SEND and REG
-        // entries (the PDU outlives every work request posted from it, as above).
+        // SAFETY: `nreq` takes the controller pointer as C sets it; `data` and the work requests
+        // (bound to the PDU's own SEND and REG entries, armed first) are initialised in place and
+        // never move; the PDU outlives what is posted from it (above); nothing is posted yet.
         unsafe {
             (*(*pdu).nreq.get()).ctrl = ctrl.nvme().as_raw();
             (*(*pdu).nreq.get()).cmd = (*pdu).cmd.get();
