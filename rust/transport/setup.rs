@@ -9,7 +9,7 @@ use super::{
     controller::{error_recovery, wr_error, CTRLS},
     device::max_fr_pages,
     io::RdmaMq,
-    queue::{AQ_BLK_MQ_DEPTH, AQ_DEPTH},
+    queue::{Queue, AQ_BLK_MQ_DEPTH, AQ_DEPTH},
     Ctrl, RdmaCtrl,
 };
 use crate::{
@@ -69,16 +69,14 @@ pub(super) fn start_queue(ctrl: &Ctrl, qid: u16) -> SetupResult {
     }
 }
 
+/// Frees the I/O queues, with one RCU grace period for all of them.
 pub(super) fn free_io_queues(ctrl: &Ctrl) {
-    for q in ctrl.queues.iter().skip(1) {
-        q.free();
-    }
+    Queue::free_all(ctrl.queues.iter().skip(1).map(|q| &**q));
 }
 
+/// Stops the I/O queues, with one RCU grace period for all of them.
 pub(super) fn stop_io_queues(ctrl: &Ctrl) {
-    for q in ctrl.queues.iter().skip(1) {
-        q.stop();
-    }
+    Queue::stop_all(ctrl.queues.iter().skip(1).map(|q| &**q));
 }
 
 pub(super) fn destroy_admin_queue(ctrl: &Ctrl) {

@@ -32,10 +32,14 @@ pub(crate) enum Counter {
     /// Requests handed back to blk-mq for a later retry (`BLK_STS_RESOURCE`: an empty MR pool, a
     /// mapping or a post that failed for lack of resources). Only failure paths count here.
     ResourceRetries,
+    /// RCU grace periods waited for while stopping or freeing queues (before a stopped queue's
+    /// drain, before a QP is destroyed). Teardown only: a controller's teardown waits for one
+    /// per step over all its I/O queues, and one per step for its admin queue.
+    TeardownRcuWaits,
 }
 
 /// Every counter, in the order of the stats file.
-const ALL: [(Counter, &str); 7] = [
+const ALL: [(Counter, &str); 8] = [
     (Counter::NoData, "no_data"),
     (Counter::InlineWrites, "inline_writes"),
     (Counter::MrRegistrations, "mr_registrations"),
@@ -43,6 +47,7 @@ const ALL: [(Counter, &str); 7] = [
     (Counter::LocalInvalidations, "local_invalidations"),
     (Counter::PolledCompletions, "polled_completions"),
     (Counter::ResourceRetries, "resource_retries"),
+    (Counter::TeardownRcuWaits, "teardown_rcu_waits"),
 ];
 
 /// Lines: two per queue id (ids beyond share them modulo).

@@ -115,6 +115,32 @@ t_lc_queue_count() {
 	host_disconnect "$LC_NQN"
 }
 
+# A controller's teardown waits for RCU grace periods (stats: teardown_rcu_waits) per step, not per
+# queue: one to stop all its I/O queues (every queue marked lost, then one wait before their
+# drains) and one to free them (every QP withdrawn, then one wait before they are destroyed), then
+# one each to stop and free the admin queue: 4 for a reset and 4 for a disconnect, with 1 I/O
+# queue as with 6 (2 read, 2 write, 2 poll), where a wait per queue and step makes 2 x 7 = 14 for
+# the 6. No other controller exists during the test, so nothing else adds to the counter.
+t_lc_teardown_rcu() {
+	local f=$1 c n args w0 w1 w2 v want
+	lc_setup "$f" || return 1
+	for args in "-i 1:2" "-i 2 -W 2 -P 2:7"; do
+		want=${args#*:}
+		c=$(host_connect "$f" "$LC_NQN" ${args%:*}) || return 1
+		n=$(basename "$c")
+		read -r v <"$c/queue_count"; [ "$v" = "$want" ] || { fail "$n: queue_count $v, expected $want"; return 1; }
+		dp_stat teardown_rcu_waits || return 1; w0=$DP_STAT
+		echo 1 >"$c/reset_controller" || { fail "$n: reset refused"; return 1; }
+		lc_requeued "$c" "$want" || return 1
+		dp_stat teardown_rcu_waits || return 1; w1=$DP_STAT
+		host_disconnect "$LC_NQN" || return 1
+		dp_stat teardown_rcu_waits || return 1; w2=$DP_STAT
+		info "$n ($((want - 1)) I/O queues): reset waited for $((w1 - w0)) grace periods, disconnect for $((w2 - w1))"
+		[ $((w1 - w0)) = 4 ] && [ $((w2 - w1)) = 4 ] ||
+			{ fail "$n ($((want - 1)) I/O queues): teardown waited for $((w1 - w0)) (reset) and $((w2 - w1)) (disconnect) grace periods, expected 4 each"; return 1; }
+	done
+}
+
 # lc_hw_queues CTRL N: the namespace's request queue (of this controller) has N hardware queues.
 lc_hw_queues() {
 	local q=(/sys/class/nvme/"$1"/nvme*n1/mq/[0-9]*)
@@ -180,6 +206,8 @@ group_lifecycle() {
 	# queue count is the core's and ours, on siw only)
 	on_fabric rxe siw && run_test "lifecycle: rxe: queue count shrinks and grows across reconnects" t_lc_queue_count rxe
 	on_fabric siw siw && run_test "lifecycle: siw: queue count shrinks and grows across reconnects" t_lc_queue_count siw
+	on_fabric rxe rxe && run_test "lifecycle: rxe: a teardown waits for 4 RCU grace periods with 1 or 6 I/O queues" t_lc_teardown_rcu rxe
+	on_fabric siw rxe && run_test "lifecycle: siw: a teardown waits for 4 RCU grace periods with 1 or 6 I/O queues" t_lc_teardown_rcu siw
 	run_test "lifecycle: rmmod with live controllers on rxe and siw while fio runs on them" t_lc_rmmod_live
 }
 
