@@ -89,6 +89,25 @@ int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr)
 /* fail_function can make posting fail (tests of the paths that release a request's mappings). */
 ALLOW_ERROR_INJECTION(rnvme_ib_post_send, ERRNO);
 
+/* Several requests' work requests in one chain: *bad is the first one not posted (left as the
+ * caller set it when the call fails before the provider ran, as under fail_function). */
+int rnvme_ib_post_send_chain(struct ib_qp *qp, const struct ib_send_wr *wr,
+			     const struct ib_send_wr **bad)
+{
+	return ib_post_send(qp, wr, bad);
+}
+ALLOW_ERROR_INJECTION(rnvme_ib_post_send_chain, ERRNO);
+
+struct request *rnvme_rq_list_pop(struct rq_list *rl)
+{
+	return rq_list_pop(rl);
+}
+
+void rnvme_rq_list_add_tail(struct rq_list *rl, struct request *rq)
+{
+	rq_list_add_tail(rl, rq);
+}
+
 struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp)
 {
 	return ib_mr_pool_get(qp, &qp->rdma_mrs);

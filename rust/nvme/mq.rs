@@ -9,10 +9,11 @@
 
 use super::ctrl::{Controller, CtrlOps};
 use crate::bindings::raw;
-use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Qp, RegWr, SendWrs, SgeList, Wc};
+use crate::rdma::qp::{Cqe, CqeDone, HasCqe, Qp, RegWr, SendWrs, SgeList, Wc, SEND_SGES};
 use core::marker::PhantomData;
 use kernel::{prelude::*, str::CStr, types::Opaque};
 
+pub(crate) mod batch;
 mod vtable;
 pub(crate) use vtable::MqVtable;
 
@@ -81,6 +82,7 @@ unsafe impl<M: MqOps> HasCqe<INV> for Pdu<M> {
 }
 
 impl<M: MqOps> CqeDone<SEND> for Pdu<M> {
+    #[inline(always)]
     fn done(pdu: &Self, wc: &Wc) {
         M::send_done(pdu.request(), wc);
     }
@@ -93,6 +95,7 @@ impl<M: MqOps> CqeDone<REG> for Pdu<M> {
 }
 
 impl<M: MqOps> CqeDone<INV> for Pdu<M> {
+    #[inline(always)]
     fn done(pdu: &Self, wc: &Wc) {
         M::inv_done(pdu.request(), wc);
     }
@@ -159,6 +162,12 @@ pub(crate) trait MqOps: Sized + Send + Sync + 'static {
         last: bool,
         rcu: crate::rdma::RcuReader<'_>,
     ) -> BlkStatus;
+
+    /// Submits a list of requests of one request queue, from a plug (`queue_rqs`): as
+    /// `queue_rq` for each, but posting several with one call ([`batch::SendBatch`]). What it
+    /// leaves in `list` ([`batch::RqList::leave`]), unstarted, blk-mq submits through
+    /// `queue_rq`. Runs inside an RCU read-side section (`rcu`).
+    fn queue_rqs(list: &mut batch::RqList<'_, Self>, rcu: crate::rdma::RcuReader<'_>);
 
     /// Completes a request on the submitting CPU (after `Request::try_complete`).
     fn complete(rq: &Request<Self>);
@@ -286,20 +295,46 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::blk_abort_request(self.as_raw()) };
     }
 
-    /// Posts the request's registration `reg`, if any, and its SEND of `sges` on `qp`, from the
-    /// work requests kept in its PDU ([`SendWrs::post`]). Only the request's owner (the
-    /// transport in `queue_rq`) may call this, once per use of the request.
+    /// Posts the request's registration `reg`, if any, and its SEND of the list filled through
+    /// [`Request::with_sges`] on `qp`, from the work requests kept in its PDU
+    /// ([`SendWrs::post`]). Only the request's owner (the transport in `queue_rq`) may call
+    /// this, once per use of the request.
     #[inline(always)]
-    pub(crate) fn post_send<const N: usize>(
-        &self,
-        qp: &Qp,
-        reg: Option<RegWr>,
-        sges: &SgeList<N>,
-    ) -> Result {
+    pub(crate) fn post_send(&self, qp: &Qp, reg: Option<RegWr>) -> Result {
         // SAFETY: `init_request_cb` initialised the work requests; a started request has one
         // owner, the caller, posting once per use (see `with_cmd`); its next use follows this
         // use's end, so the SEND's completion, so the provider's read of the chain (`SendWrs`).
-        unsafe { (*self.pdu()).wrs.post(qp, reg, sges) }
+        unsafe { (*self.pdu()).wrs.post(qp, reg) }
+    }
+
+    /// Fills the SEND's scatter/gather list, emptied first, which the next post of the request
+    /// sends. Only the request's owner (the transport between `queue_rq` and the post) may call
+    /// this, and not from inside `f`.
+    #[inline(always)]
+    pub(crate) fn with_sges<R>(&self, f: impl FnOnce(&mut SgeList<SEND_SGES>) -> R) -> R {
+        // SAFETY: `init_request_cb` initialised the work requests; blk-mq hands a started
+        // request to one owner at a time (see `with_cmd`), which posts only after `f` returned.
+        f(unsafe { (*self.pdu()).wrs.sges() })
+    }
+
+    /// The request's work requests, for a chain ([`batch::SendBatch`]).
+    fn wrs(&self) -> &SendWrs {
+        // SAFETY: the PDU is valid for the request's life (type invariant); `SendWrs` is only
+        // written through its unsafe methods.
+        unsafe { &(*self.pdu()).wrs }
+    }
+
+    /// Ends a started request that was not sent, with `status` (`blk_mq_end_request`).
+    pub(crate) fn end_unsent(&self, status: BlkStatus) {
+        // SAFETY: the caller owns the request (it was started and never posted).
+        unsafe { raw::blk_mq_end_request(self.as_raw(), status.0) };
+    }
+
+    /// Hands a started request that was not sent back to blk-mq, which submits it again later
+    /// (`blk_mq_requeue_request`, kicking the requeue list). The caller must not use it after.
+    pub(crate) fn requeue_unsent(&self) {
+        // SAFETY: the caller owns the request (it was started and never posted).
+        unsafe { raw::blk_mq_requeue_request(self.as_raw(), true) };
     }
 
     /// Completion entry of the local invalidation.

@@ -10,7 +10,7 @@ use kernel::{prelude::*, str::CStr, types::Opaque};
 
 mod wr;
 pub(super) use wr::sge;
-pub(crate) use wr::{RegWr, SendWrs, SgeList};
+pub(crate) use wr::{ChainItem, RegWr, SendWrs, SgeList, CHAIN_MAX, SEND_SGES};
 
 /// Sizes of a reliable-connected QP (see [`super::cm::CmIdLocked::create_qp`]).
 pub(crate) struct QpAttr {
@@ -199,13 +199,13 @@ unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
     // halves disabled, which `synchronize_rcu` waits for; a direct CQ is polled in process
     // context (`PollCell::poll`, or `ib_drain_qp` itself), so the lock is taken here, for the
     // poll queues only.
+    // One call site, so that the handler is inlined here: the trampoline and the handler are
+    // one function, as C's handler is the callback itself (with two, LLVM kept the handler out of
+    // line, a call more per completion).
     // SAFETY: `cq` is the live CQ being polled; its polling context never changes.
-    if unsafe { (*cq).poll_ctx } == raw::ib_poll_context_IB_POLL_DIRECT {
-        let _g = kernel::sync::rcu::read_lock();
-        T::done(this, wc);
-    } else {
-        T::done(this, wc);
-    }
+    let _g = (unsafe { (*cq).poll_ctx } == raw::ib_poll_context_IB_POLL_DIRECT)
+        .then(kernel::sync::rcu::read_lock);
+    T::done(this, wc);
 }
 
 /// The asynchronous event handler of the QPs created by [`super::cm::CmIdLocked::create_qp`]

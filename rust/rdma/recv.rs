@@ -43,6 +43,7 @@ unsafe impl<T> HasCqe<0> for RecvEntry<T> {
 }
 
 impl<T: RecvDone> CqeDone<0> for RecvEntry<T> {
+    #[inline(always)]
     fn done(this: &Self, wc: &Wc) {
         T::done(this, wc);
     }

@@ -16,7 +16,10 @@ use super::{
 };
 use crate::{
     nvme::{
-        mq::{BlkStatus, MqOps, Request, TimeoutAction},
+        mq::{
+            batch::{RqList, SendBatch, Sent},
+            BlkStatus, MqOps, Request, TimeoutAction,
+        },
         MappedCmd, MappedSg, State, TryCell,
     },
     proto::{
@@ -89,7 +92,8 @@ pub(super) fn unmap_request(rq: &Request<RdmaMq>) {
 pub(super) type Io = ReqIo<Mr, MappedSg, MappedCmd>;
 
 /// The SGEs of a request's SEND: the command's, then those of in-capsule data.
-pub(super) type SendSges = qp::SgeList<{ 1 + MAX_INLINE_SEGMENTS as usize }>;
+pub(super) type SendSges = qp::SgeList<{ qp::SEND_SGES }>;
+const _: () = assert!(qp::SEND_SGES == 1 + MAX_INLINE_SEGMENTS as usize);
 
 /// Why [`prepare`] did not prepare a request. Either way, what it had mapped was released.
 pub(super) enum NotPrepared {
@@ -240,6 +244,66 @@ pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
     rq.fail_nonready()
 }
 
+/// What becomes of a started request that was not sent (`err`: its mapping or post failed, and
+/// what it had mapped is released): the status `queue_rq` returns for it. A host path error
+/// (`EIO`) completes it at once; a lack of resources (`ENOMEM`, an empty MR pool's `EAGAIN`)
+/// has blk-mq retry it later; anything else ends it with an I/O error.
+fn unsent_status(q: &Queue, rq: &Request<RdmaMq>, err: Error) -> BlkStatus {
+    if err == EIO {
+        return rq.host_path_error();
+    }
+    rq.cleanup_cmd();
+    if err == ENOMEM || err == EAGAIN {
+        stats::count(Counter::ResourceRetries, q.qid, 1);
+        BlkStatus::RESOURCE
+    } else {
+        BlkStatus::IOERR
+    }
+}
+
+/// [`unsent_status`] outside `queue_rq`, where no status can be returned: the request is
+/// requeued (a lack of resources) or ended here.
+fn fail_unsent(q: &Queue, rq: &Request<RdmaMq>, err: Error) {
+    match unsent_status(q, rq, err) {
+        BlkStatus::OK => {}
+        BlkStatus::RESOURCE => rq.requeue_unsent(),
+        st => rq.end_unsent(st),
+    }
+}
+
+/// Posts a batch of `queue_rqs` ([`SendBatch::post`]); each request not posted is released and
+/// failed as `queue_rq` fails one whose post failed.
+fn post_batch(q: &Queue, b: &mut SendBatch<'_, RdmaMq>) {
+    let n = b.len() as u64;
+    let mut posted = 0;
+    let mut reported = false;
+    b.post(|rq, sent| match sent {
+        Sent::Posted => {
+            posted += 1;
+            // As in `queue_rq` (issue 28, finding 5).
+            if q.lost.load(Acquire) {
+                rq.abort();
+            }
+        }
+        Sent::NotPosted(e) => {
+            if !reported {
+                reported = true;
+                dev_err!(
+                    rq.ctrl(),
+                    "nvme_rdma_post_send failed with error code {} ({} of {} requests posted)\n",
+                    e.to_errno(),
+                    posted,
+                    n
+                );
+            }
+            unmap_request(rq);
+            fail_unsent(q, rq, e);
+        }
+    });
+    stats::count(Counter::BatchPosts, q.qid, 1);
+    stats::count(Counter::BatchRequests, q.qid, posted);
+}
+
 /// A request for a queue whose connection is gone ([`Queue::lost`]), before error recovery or a
 /// teardown has quiesced the queue. A Fabrics command (a Connect or DH-HMAC-CHAP message while
 /// `Connecting`, a Property Get/Set) was meant for this connection and can never reach the target
@@ -298,15 +362,14 @@ impl MqOps for RdmaMq {
         // Everything is mapped in place in the request's state, which releases it when the
         // request ends (`unmap_request`) or, on an error below, at once. It is mapped and stored
         // before the SEND is posted: the request can complete as soon as it is.
-        let mut sges = SendSges::new();
         let prepared = rq
             .data()
             .io
-            .try_with(|io| prepare(q, qp, rq, io, &mut sges));
+            .try_with(|io| rq.with_sges(|sges| prepare(q, qp, rq, io, sges)));
         let err = match prepared {
             Some(Ok(reg)) => {
                 // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
-                match rq.post_send(qp, reg, &sges) {
+                match rq.post_send(qp, reg) {
                     Ok(()) => {
                         // The queue was lost while this request was being prepared: the abort
                         // of its commands found it busy and left it (`timeout`); abort it now,
@@ -345,16 +408,63 @@ impl MqOps for RdmaMq {
                 return BlkStatus::IOERR;
             }
         };
-        // (After the state was let go: a host path error completes the request at once.)
-        if err == EIO {
-            return rq.host_path_error();
+        unsent_status(q, rq, err)
+    }
+
+    /// A plug's requests (io_uring or aio submitting several at once, a filesystem's writeback):
+    /// prepared as by `queue_rq`, and posted up to `CHAIN_MAX` with one call, one doorbell (C
+    /// posts each). Only the plain case is taken here: a request whose queue is not live, or is
+    /// lost, or whose command cannot be set up, or whose state is busy, goes back to blk-mq
+    /// unstarted, which submits it through `queue_rq` and its handling of each case.
+    // (Never inlined into blk-mq's callback: the fault tests' stack filter names this symbol.)
+    #[inline(never)]
+    fn queue_rqs(list: &mut RqList<'_, Self>, rcu: RcuReader<'_>) {
+        let mut batch: Option<(&Queue, SendBatch<'_, Self>)> = None;
+        while let Some((q, rq)) = list.pop() {
+            let live = q.live.load(Acquire);
+            let qp = match q.qp.get(rcu) {
+                Some(qp) if live && !q.lost.load(Acquire) && rq.check_ready(live) => qp,
+                _ => {
+                    list.leave(rq);
+                    continue;
+                }
+            };
+            // One batch per QP (a list may hold requests of several hardware queues).
+            if batch
+                .as_ref()
+                .is_some_and(|(_, b)| !core::ptr::eq(b.qp(), qp) || b.is_full())
+            {
+                if let Some((bq, mut b)) = batch.take() {
+                    post_batch(bq, &mut b);
+                }
+            }
+            let (_, b) = batch.get_or_insert_with(|| (q, SendBatch::new(qp)));
+            let prepared = rq
+                .data()
+                .io
+                .try_with(|io| rq.with_sges(|sges| prepare(q, qp, rq, io, sges)));
+            match prepared {
+                Some(Ok(reg)) => {
+                    if let Err(e) = b.push(rq, reg) {
+                        // Not reached: the batch was posted when full, and holds each request
+                        // once.
+                        unmap_request(rq);
+                        fail_unsent(q, rq, e);
+                    }
+                }
+                Some(Err(NotPrepared::Mapping(e))) => {
+                    if e != EAGAIN {
+                        dev_err!(rq.ctrl(), "Failed to map data ({})\n", e.to_errno());
+                    }
+                    fail_unsent(q, rq, e);
+                }
+                // Not started: `queue_rq` takes it again and returns the status, or reports the
+                // busy state, as it does for a request of its own.
+                Some(Err(NotPrepared::Status(_))) | None => list.leave(rq),
+            }
         }
-        rq.cleanup_cmd();
-        if err == ENOMEM || err == EAGAIN {
-            stats::count(Counter::ResourceRetries, q.qid, 1);
-            BlkStatus::RESOURCE
-        } else {
-            BlkStatus::IOERR
+        if let Some((q, mut b)) = batch {
+            post_batch(q, &mut b);
         }
     }
 
@@ -429,6 +539,7 @@ impl MqOps for RdmaMq {
         TimeoutAction::ResetTimer
     }
 
+    #[inline]
     fn send_done(rq: &Request<Self>, wc: &Wc) {
         if wc.is_ok() {
             end_request(rq);
@@ -469,7 +580,8 @@ impl MqOps for RdmaMq {
 }
 
 impl RecvDone for RspData {
-    #[inline]
+    // (Inlined into the completion trampoline, its one caller, as C's handler is the callback.)
+    #[inline(always)]
     fn done(e: &RecvEntry<Self>, wc: &Wc) {
         let RspData { ctrl, qid } = e.data();
         if !wc.is_ok() {

@@ -36,10 +36,14 @@ pub(crate) enum Counter {
     /// drain, before a QP is destroyed). Teardown only: a controller's teardown waits for one
     /// per step over all its I/O queues, and one per step for its admin queue.
     TeardownRcuWaits,
+    /// Calls posting a batch of requests submitted together (`queue_rqs`: a plug's requests).
+    BatchPosts,
+    /// Requests posted in those calls (each would have been a call of its own in `queue_rq`).
+    BatchRequests,
 }
 
 /// Every counter, in the order of the stats file.
-const ALL: [(Counter, &str); 8] = [
+const ALL: [(Counter, &str); 10] = [
     (Counter::NoData, "no_data"),
     (Counter::InlineWrites, "inline_writes"),
     (Counter::MrRegistrations, "mr_registrations"),
@@ -48,6 +52,8 @@ const ALL: [(Counter, &str); 8] = [
     (Counter::PolledCompletions, "polled_completions"),
     (Counter::ResourceRetries, "resource_retries"),
     (Counter::TeardownRcuWaits, "teardown_rcu_waits"),
+    (Counter::BatchPosts, "batch_posts"),
+    (Counter::BatchRequests, "batch_requests"),
 ];
 
 /// Lines: two per queue id (ids beyond share them modulo).

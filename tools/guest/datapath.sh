@@ -580,6 +580,45 @@ t_dp_stats() {
 	dp_disconnect "$c"
 }
 
+# t_dp_batch FABRIC: a plug's requests go out together (blk-mq queue_rqs). fio writes 16 MiB of
+# random 4 KiB blocks at iodepth 32 through io_uring, submitting 8 at a time
+# (--iodepth_batch_submit=8, --iodepth_batch_complete_min=8: one io_uring_enter per 8 SQEs, under
+# one plug), then reads each back and verifies it. With no I/O scheduler on the namespace's
+# request queues (set to none here: a plug holding requests of a scheduler is not handed to
+# queue_rqs), each plug flush hands the driver its requests in one queue_rqs call, which posts up
+# to 8 (CHAIN_MAX) with one ib_post_send: batch_requests counts the requests so posted,
+# batch_posts the calls. Expected: at least half of fio's 8192 I/Os went out in batches, at
+# least 2 per call on average (8 when every plug holds 8; 1 per call is what queue_rq does).
+t_dp_batch() {
+	local f=$1 nqn=$DP_NQN-$1-a c s K=1024 n dr dp
+	local b0_batch_posts b0_batch_requests b1_batch_posts b1_batch_requests
+	dp_load || return 1
+	dp_connect "$f" "$nqn" || return 1
+	c=$DP_CTRL
+	dp_ns "$nqn" || return 1
+	DP_DEV=$DP_NS
+	for s in /sys/block/"${DP_NS#/dev/}"/queue/scheduler /sys/class/nvme/"${c##*/}"/nvme*/queue/scheduler; do
+		[ -e "$s" ] || continue
+		echo none >"$s" || { fail "cannot set $s to none"; return 1; }
+	done
+	if [ "$HOST_DRIVER" = rnvme ]; then
+		dp_settle || return 1
+		for n in batch_posts batch_requests; do dp_stat $n || return 1; printf -v "b0_$n" %s "$DP_STAT"; done
+	fi
+	dp_fio batch-4k-io_uring $((16 * K * K)) $((16 * K * K)) --ioengine=io_uring --rw=randwrite --bs=4k \
+		--iodepth=32 --iodepth_batch_submit=8 --iodepth_batch_complete_min=8 --offset=8M --size=16M || return 1
+	if [ "$HOST_DRIVER" = rnvme ]; then
+		for n in batch_posts batch_requests; do dp_stat $n || return 1; printf -v "b1_$n" %s "$DP_STAT"; done
+		n=$((16 * K * K / (4 * K) * 2))
+		dr=$((b1_batch_requests - b0_batch_requests)) dp=$((b1_batch_posts - b0_batch_posts))
+		info "$n I/Os (4096 writes, 4096 verify reads): batch_requests +$dr in batch_posts +$dp calls" \
+			"($([ $dp -gt 0 ] && echo "$((dr * 10 / dp / 10)).$((dr * 10 / dp % 10))" || echo -) per call)"
+		[ $((2 * dr)) -ge $n ] || { fail "only $dr of $n I/Os were posted in batches, expected >= $((n / 2))"; return 1; }
+		[ $dr -ge $((2 * dp)) ] || { fail "$dr requests in $dp calls: fewer than 2 per call"; return 1; }
+	fi
+	dp_disconnect "$c"
+}
+
 # t_dp_poll FABRIC: -W 1 -P 1 gives separate write and poll queues; polled I/O
 # (io_uring --hipri) is verified and completes through blk-mq polling (rnvme_rdma: a directly
 # polled CQ, counted).
@@ -729,6 +768,7 @@ dp_group_one() {
 			tap_skip "$p: small writes and a discard's ranges inline, large I/O fast-registered (stats)" "rnvme_rdma counters (driver=rnvme)"
 		fi
 		run_test "$p: connect -W 1 -P 1: write and poll queues, polled I/O verified" dp_wrap t_dp_poll "$f"
+		run_test "$p: io_uring submitting 8 at a time: a plug's requests posted together (queue_rqs), verified" dp_wrap t_dp_batch "$f"
 		on_fabric "$f" rxe && run_test "$p: multiple controllers, two subsystems, I/O on each" dp_wrap t_dp_multi "$f"
 		run_test "$p: teardown: subsystems removed, driver unloads" dp_wrap t_dp_teardown "$f"
 	done

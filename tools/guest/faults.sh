@@ -83,14 +83,15 @@ t_fault_connect_alloc() {
 	rmmod rnvme_rdma && target_subsys_del "$nqn"
 }
 
-# ff_set FUNC RETVAL PROBABILITY: fail_function injects RETVAL into FUNC (an ALLOW_ERROR_INJECTION
-# hook of rnvme_rdma's helpers.c) silently, with PROBABILITY percent (shared by all functions
-# injected at once), only when rnvme_rdma's queue_rq is on the stack (the stack filter; the task
+# ff_set FUNC RETVAL PROBABILITY [SYMBOL]: fail_function injects RETVAL into FUNC (an
+# ALLOW_ERROR_INJECTION hook of rnvme_rdma's helpers.c) silently, with PROBABILITY percent (shared
+# by all functions injected at once), only when rnvme_rdma's SYMBOL (a pattern ending a symbol's
+# name, default its queue_rq; one for all functions) is on the stack (the stack filter; the task
 # filter cannot be used: fail_function decides inside a kprobe's int3 handler, which x86 runs as an
 # NMI, and fail_task() accepts task context only).
 ff_set() {
 	local d=/sys/kernel/debug/fail_function r
-	r=$(fault_range rnvme_rdma 'MqOps8queue_rq') || { fail "no queue_rq of rnvme_rdma in /proc/kallsyms"; return 1; }
+	r=$(fault_range rnvme_rdma "${4:-MqOps8queue_rq}") || { fail "no ${4:-MqOps8queue_rq} of rnvme_rdma in /proc/kallsyms"; return 1; }
 	echo "$1" >$d/inject && printf "%#x" "$2" >$d/"$1"/retval && echo "$3" >$d/probability &&
 		echo -1 >$d/times && echo 0 >$d/verbose && echo 1 >$d/interval && echo N >$d/task-filter &&
 		echo "${r% *}" >$d/require-start && echo "${r#* }" >$d/require-end ||
@@ -101,27 +102,46 @@ ff_clear() {
 	echo >$d/inject; echo 0 >$d/require-start; echo 18446744073709551615 >$d/require-end
 }
 
-# t_fault_submit FABRIC: a request's submission fails half way, often, under crc32c-verified I/O:
-# the MR pool looks empty (rnvme_ib_mr_pool_get returns NULL) and posting the SEND fails
-# (rnvme_ib_post_send returns -ENOMEM), each in 20 % of submissions (under queue_rq) and nowhere
-# else; blk-mq resubmits those requests later (each attempt succeeds with 64 %). Every request that failed must
-# have released what it had mapped (its MR back to the pool, its data and command unmapped), or
-# the pool drains and the queue returns BLK_STS_RESOURCE forever: fio then cannot finish. Each
-# failure is one `resource_retries`; both kinds must have happened (their messages), every byte
-# verifies, and after disconnect and unload the kernel log, KASAN and kmemleak are clean (an MR
-# left out of its pool makes ib_dealloc_pd warn).
+# t_fault_submit FABRIC [batch]: a request's submission fails half way, often, under
+# crc32c-verified I/O: the MR pool looks empty (rnvme_ib_mr_pool_get returns NULL) and posting the
+# SEND fails (rnvme_ib_post_send returns -ENOMEM), each in 20 % of submissions (under queue_rq)
+# and nowhere else; blk-mq resubmits those requests later (each attempt succeeds with 64 %). Every
+# request that failed must have released what it had mapped (its MR back to the pool, its data
+# and command unmapped), or the pool drains and the queue returns BLK_STS_RESOURCE forever: fio
+# then cannot finish. Each failure is one `resource_retries`; both kinds must have happened
+# (their messages), every byte verifies, and after disconnect and unload the kernel log, KASAN and
+# kmemleak are clean (an MR left out of its pool makes ib_dealloc_pd warn).
+# With `batch`, the same for requests submitted together (queue_rqs): fio submits through
+# io_uring 8 at a time with no I/O scheduler (see t_dp_batch), and the failures are injected only
+# under queue_rqs: an empty MR pool for one request of a batch, and the post of a whole chain
+# (rnvme_ib_post_send_chain, -ENOMEM: every request of it not posted). Each request of a failed
+# chain must be released and handed back to blk-mq, which resubmits it through queue_rq (not
+# injected there), and batches must have been posted (batch_requests rose).
 t_fault_submit() {
-	local f=$1 nqn=nqn.2026-11.io.rnvme:faults-submit-$1 c log r0 r1 rc=0
+	local f=$1 mode=${2:-} nqn=nqn.2026-11.io.rnvme:faults-submit-$1 c log r0 r1 b0 b1 s rc=0
+	local sym=MqOps8queue_rq post=rnvme_ib_post_send eng=(--ioengine=libaio)
+	if [ "$mode" = batch ]; then
+		sym=MqOps9queue_rqs post=rnvme_ib_post_send_chain
+		eng=(--ioengine=io_uring --iodepth_batch_submit=8 --iodepth_batch_complete_min=8)
+	fi
 	fault_target "$f" "$nqn" 32 || return 1
 	dp_load rnvme || return 1
 	c=$(host_connect "$f" "$nqn") && dp_ns "$nqn" || return 1
+	if [ "$mode" = batch ]; then
+		for s in /sys/block/"${DP_NS#/dev/}"/queue/scheduler "$c"/nvme*/queue/scheduler; do
+			[ -e "$s" ] || continue
+			echo none >"$s" || { fail "cannot set $s to none"; return 1; }
+		done
+	fi
 	dp_stat resource_retries || return 1
 	r0=$DP_STAT
+	dp_stat batch_requests || return 1
+	b0=$DP_STAT
 	dmesg_mark
-	ff_set rnvme_ib_mr_pool_get 0 20 && ff_set rnvme_ib_post_send -12 20 || { ff_clear; return 1; }
+	ff_set rnvme_ib_mr_pool_get 0 20 "$sym" && ff_set "$post" -12 20 "$sym" || { ff_clear; return 1; }
 	DP_DEV=$DP_NS
 	# 128 KiB requests: every one (read or write) needs an MR; 16 MiB at queue depth 16.
-	fio --name=submit --filename="$DP_DEV" --ioengine=libaio \
+	fio --name=submit --filename="$DP_DEV" "${eng[@]}" \
 		--direct=1 --rw=randwrite --bs=128k --iodepth=16 --size=16M --verify=crc32c --verify_fatal=1 \
 		--output-format=json --output=/tmp/fault-submit.json >/tmp/fault-submit.err 2>&1 &
 	local pid=$! t0=$SECONDS
@@ -145,6 +165,13 @@ t_fault_submit() {
 	[ $((r1 - r0)) -gt 0 ] || { fail "no submission failed: nothing was injected"; rc=1; }
 	grep -q 'MR pool empty' <<<"$log" || { fail "no injected empty MR pool was reported"; rc=1; }
 	grep -q 'nvme_rdma_post_send failed' <<<"$log" || { fail "no injected post failure was reported"; rc=1; }
+	dp_stat batch_requests || return 1
+	b1=$DP_STAT
+	if [ "$mode" = batch ]; then
+		info "batch_requests +$((b1 - b0)); chain post failures logged $(grep -c 'requests posted)' <<<"$log")x"
+		[ $((b1 - b0)) -gt 0 ] || { fail "no request was posted in a batch"; rc=1; }
+		grep -q 'requests posted)' <<<"$log" || { fail "no failed chain post was reported"; rc=1; }
+	fi
 	# The MRs all came back: the controller disconnects (ib_mr_pool_destroy, ib_dealloc_pd) and
 	# the module unloads.
 	host_disconnect "$nqn" && rmmod rnvme_rdma && target_subsys_del "$nqn" || rc=1
@@ -388,6 +415,9 @@ group_faults() {
 	# failure lands there (seen once in four runs). Not ours; see testing.rst.
 	run_test "faults: rxe: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit rxe
 	run_test "faults: siw: submissions failing (empty MR pool, failed post) are retried, release their mappings, data verified" t_fault_submit siw
+	for f in rxe siw; do
+		on_fabric "$f" rxe && run_test "faults: $f: batched submissions failing (empty MR pool, failed chain post) are retried, release their mappings, data verified" t_fault_submit "$f" batch
+	done
 	# A split run (lib.sh on_fabric) polls on siw, times out and refuses on one fabric each, and
 	# runs one round of timeouts with re-authentication instead of three.
 	local r=3 f

@@ -20,7 +20,11 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
     pub(crate) const OPS: raw::blk_mq_ops = raw::blk_mq_ops {
         queue_rq: Some(Self::queue_rq_cb),
         commit_rqs: None,
-        queue_rqs: None,
+        queue_rqs: if ADMIN {
+            None
+        } else {
+            Some(Self::queue_rqs_cb)
+        },
         get_budget: None,
         put_budget: None,
         set_rq_budget_token: None,
@@ -140,6 +144,19 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
         // `NVME_F_BLOCKING`, which the transport's controller ops do not have (`ctrl.rs`).
         let rcu = unsafe { crate::rdma::RcuReader::assume() };
         M::queue_rq(q, rq, last, rcu).0
+    }
+
+    /// # Safety
+    ///
+    /// Called by blk-mq with a list of requests of one request queue of our I/O tag set, ours
+    /// until the call returns (`__blk_mq_flush_list`).
+    unsafe extern "C" fn queue_rqs_cb(list: *mut raw::rq_list) {
+        // SAFETY: as the caller guarantees; the list is not used by anyone else meanwhile.
+        let mut l = unsafe { super::batch::RqList::<M>::new(list) };
+        // SAFETY: blk-mq calls `queue_rqs` inside `blk_mq_run_dispatch_ops`, an RCU read-side
+        // section for a tag set without `BLK_MQ_F_BLOCKING` (see `queue_rq_cb`).
+        let rcu = unsafe { crate::rdma::RcuReader::assume() };
+        M::queue_rqs(&mut l, rcu);
     }
 
     /// # Safety

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Submission of several requests at once: the list blk-mq hands to `queue_rqs` ([`RqList`]) and
+//! the chains of work requests posted for it with one call ([`SendBatch`]).
+//!
+//! C header: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h)
+
+use super::{MqOps, Request};
+use crate::bindings::raw;
+use crate::rdma::qp::{ChainItem, Qp, RegWr, SendWrs, CHAIN_MAX};
+use core::{marker::PhantomData, mem::MaybeUninit};
+use kernel::prelude::*;
+
+/// The requests blk-mq hands to `queue_rqs`: all of one request queue, not started, the
+/// transport's until it returns. Those it leaves ([`RqList::leave`]) go back to blk-mq, which
+/// submits them one by one through `queue_rq`; so do those it never popped.
+///
+/// # Invariants
+///
+/// `list` is the list blk-mq passed to `queue_rqs` of a tag set with `M`'s ops, valid and ours
+/// for `'a`; `left` holds requests popped from it and not started.
+pub(crate) struct RqList<'a, M: MqOps> {
+    list: *mut raw::rq_list,
+    left: raw::rq_list,
+    _p: PhantomData<&'a Request<M>>,
+}
+
+impl<'a, M: MqOps> RqList<'a, M> {
+    /// # Safety
+    ///
+    /// `list` is the list blk-mq passed to `queue_rqs` of a tag set with `M`'s ops (see
+    /// `MqVtable`), valid and not used by anyone else for `'a`.
+    pub(super) unsafe fn new(list: *mut raw::rq_list) -> Self {
+        // INVARIANT: as the caller guarantees; `left` is empty.
+        Self {
+            list,
+            left: raw::rq_list::default(),
+            _p: PhantomData,
+        }
+    }
+
+    /// The next request, with the queue of its hardware context.
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<(&'a M::Queue, &'a Request<M>)> {
+        // SAFETY: the list is valid and ours (type invariant).
+        let rq = unsafe { raw::rnvme_rq_list_pop(self.list) };
+        if rq.is_null() {
+            return None;
+        }
+        // SAFETY: a request of our tag set (type invariant): its hardware context's
+        // `driver_data` is a queue set by `init_hctx_cb`, which outlives the request; the request
+        // stays valid for `'a` (tag set memory).
+        unsafe {
+            Some((
+                &*(*(*rq).mq_hctx).driver_data.cast::<M::Queue>(),
+                Request::from_raw(rq),
+            ))
+        }
+    }
+
+    /// Gives `rq` back to blk-mq, which submits it through `queue_rq`. It must be a request
+    /// popped from this list that was not started.
+    pub(crate) fn leave(&mut self, rq: &Request<M>) {
+        // SAFETY: `left` is ours; `rq` was popped from the list (the caller's rule), so it is on
+        // no other list.
+        unsafe { raw::rnvme_rq_list_add_tail(&mut self.left, rq.as_raw()) };
+    }
+}
+
+impl<M: MqOps> Drop for RqList<'_, M> {
+    fn drop(&mut self) {
+        while let Some((_, rq)) = self.pop() {
+            self.leave(rq);
+        }
+        // SAFETY: the list is valid and ours (type invariant); what blk-mq finds there on return
+        // it submits through `queue_rq`.
+        unsafe { *self.list = self.left };
+    }
+}
+
+/// Up to [`CHAIN_MAX`] prepared requests of one QP, posted together with one call
+/// ([`SendWrs::post_chain`]): one doorbell for the lot where `queue_rq` rings one per request.
+pub(crate) struct SendBatch<'a, M: MqOps> {
+    qp: &'a Qp,
+    len: usize,
+    rqs: [MaybeUninit<&'a Request<M>>; CHAIN_MAX],
+    items: [MaybeUninit<ChainItem<'a>>; CHAIN_MAX],
+}
+
+/// What became of a request of a [`SendBatch`] at [`SendBatch::post`].
+pub(crate) enum Sent {
+    /// Posted: it completes as after `queue_rq`.
+    Posted,
+    /// Not posted (the error): still started, and still the caller's to release and end.
+    NotPosted(Error),
+}
+
+impl<'a, M: MqOps> SendBatch<'a, M> {
+    /// An empty batch for `qp`.
+    pub(crate) fn new(qp: &'a Qp) -> Self {
+        Self {
+            qp,
+            len: 0,
+            rqs: [const { MaybeUninit::uninit() }; CHAIN_MAX],
+            items: [const { MaybeUninit::uninit() }; CHAIN_MAX],
+        }
+    }
+
+    /// The QP the batch posts on.
+    pub(crate) fn qp(&self) -> &'a Qp {
+        self.qp
+    }
+
+    /// Whether the batch holds [`CHAIN_MAX`] requests.
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == CHAIN_MAX
+    }
+
+    /// Adds a prepared request (its SGE list filled through [`Request::with_sges`]) and its
+    /// registration `reg`, if any. The caller owns `rq` (it started it) and must not use it
+    /// until [`SendBatch::post`]. `EBUSY` when the batch is full, `EINVAL` if `rq` is in it.
+    pub(crate) fn push(&mut self, rq: &'a Request<M>, reg: Option<RegWr>) -> Result {
+        if self.len == CHAIN_MAX {
+            return Err(EBUSY);
+        }
+        if self.requests().any(|r| core::ptr::eq(r, rq)) {
+            return Err(EINVAL);
+        }
+        self.rqs[self.len].write(rq);
+        self.items[self.len].write((rq.wrs(), reg));
+        self.len += 1;
+        Ok(())
+    }
+
+    fn requests(&self) -> impl Iterator<Item = &'a Request<M>> + '_ {
+        self.rqs[..self.len].iter().map(|r| {
+            // SAFETY: the first `len` entries were written by `push`.
+            unsafe { r.assume_init() }
+        })
+    }
+
+    /// Posts every request in one chain and empties the batch; then `f` learns, for each request
+    /// in order, whether it was posted.
+    pub(crate) fn post(&mut self, mut f: impl FnMut(&'a Request<M>, Sent)) {
+        let n = core::mem::take(&mut self.len);
+        if n == 0 {
+            return;
+        }
+        // SAFETY: the first `n` items were written by `push`; `MaybeUninit<T>` has `T`'s layout.
+        let items =
+            unsafe { core::slice::from_raw_parts(self.items.as_ptr().cast::<ChainItem<'a>>(), n) };
+        // SAFETY: each item is the work requests of a request whose PDU `init_request_cb`
+        // initialised, owned by the caller until now (`push`'s rule: a started request has one
+        // owner, see `with_cmd`), and no two are the same (checked by `push`).
+        let (posted, r) = unsafe { SendWrs::post_chain(self.qp, items) };
+        for i in 0..n {
+            // SAFETY: written by `push` (`i < n`).
+            let rq = unsafe { self.rqs[i].assume_init() };
+            match r {
+                Err(e) if i >= posted => f(rq, Sent::NotPosted(e)),
+                _ => f(rq, Sent::Posted),
+            }
+        }
+    }
+
+    /// How many requests the batch holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
