@@ -11,8 +11,12 @@
 
 # Workloads (see bench_fio): 4k randread QD1 (latency), 4k randread QD32 x one job per vCPU
 # (IOPS), 4k randwrite QD32 (in-capsule writes), 128k sequential read and write QD16 (MR path,
-# bandwidth), 4k randread QD1 on a poll queue (io_uring --hipri).
-BENCH_WORKLOADS="qd1 qd32 wr32 seqr seqw poll"
+# bandwidth), 4k randread QD1 on a poll queue (io_uring --hipri); submitted 8 at a time through
+# io_uring (a plug of 8 requests: rnvme_rdma's queue_rqs posts them with one call, C one each):
+# 4k randread QD32 x one job per vCPU (qd32b) and the same polled on the poll queue (pollb).
+BENCH_WORKLOADS="qd1 qd32 wr32 seqr seqw poll qd32b pollb"
+# Workloads measured on the connection with a poll queue.
+BENCH_POLLED="poll pollb"
 BENCH_OUT=${BENCH_OUT:-${RNVME_RESULTS:-/tmp}/bench}
 
 # bench_fio WORKLOAD DEV RUNTIME OUT.json: one fio run (no ramp: a warm-up run precedes it).
@@ -25,6 +29,10 @@ bench_fio() {
 	seqr) a=(--rw=read --bs=128k --iodepth=16 --numjobs=1 --ioengine=libaio);;
 	seqw) a=(--rw=write --bs=128k --iodepth=16 --numjobs=1 --ioengine=libaio);;
 	poll) a=(--rw=randread --bs=4k --iodepth=1 --numjobs=1 --ioengine=io_uring --hipri);;
+	qd32b) a=(--rw=randread --bs=4k --iodepth=32 "--numjobs=$(nproc)" --ioengine=io_uring
+		--iodepth_batch_submit=8 --iodepth_batch_complete_min=8);;
+	pollb) a=(--rw=randread --bs=4k --iodepth=32 --numjobs=1 --ioengine=io_uring --hipri
+		--iodepth_batch_submit=8 --iodepth_batch_complete_min=8);;
 	*) fail "unknown workload $w"; return 1;;
 	esac
 	fio --name="$w" --filename="$dev" --direct=1 --time_based --runtime="$rt" --norandommap \
@@ -38,13 +46,16 @@ bench_point() {
 	local d=$1 f=$2 r=$3 w=$4 dev=$5 rt=$6 j c0 c1
 	j=$BENCH_OUT/$f-$d-$r-$w.json
 	bench_fio "$w" "$dev" 1 "$j.warm" || { fail "$d/$f/$w: fio warm-up failed: $(head -c 300 "$j.warm.err")"; return 1; }
+	bench_posts p0 "$d" || return 1
 	c0=$(cpu_busy)
 	bench_fio "$w" "$dev" "$rt" "$j" || { fail "$d/$f/$w: fio failed: $(head -c 300 "$j.err")"; return 1; }
 	c1=$(cpu_busy)
+	bench_posts p1 "$d" || return 1
 	rm -f "$j.warm" "$j.warm.err"
-	python3 - "$j" "$d" "$f" "$r" "$w" "$((c1 - c0))" "$(getconf CLK_TCK)" >>"$BENCH_OUT/results.jsonl" <<'EOF' ||
+	python3 - "$j" "$d" "$f" "$r" "$w" "$((c1 - c0))" "$(getconf CLK_TCK)" \
+		"$((p1_batch_posts - p0_batch_posts))" "$((p1_batch_requests - p0_batch_requests))" >>"$BENCH_OUT/results.jsonl" <<'EOF' ||
 import json, sys
-path, drv, fab, rnd, wl, busy, hz = sys.argv[1:]
+path, drv, fab, rnd, wl, busy, hz, bposts, breqs = sys.argv[1:]
 job = json.load(open(path))["jobs"][0]
 rd, wr = job["read"], job["write"]
 d = rd if rd["total_ios"] >= wr["total_ios"] else wr
@@ -58,9 +69,23 @@ print(json.dumps({
     "iops": rd["iops"] + wr["iops"], "bw_kib": rd["bw"] + wr["bw"],
     "p50_us": us("50.000000"), "p99_us": us("99.000000"), "p999_us": us("99.900000"),
     "ios": ios, "cpu_us_per_io": int(busy) * 1e6 / int(hz) / ios,
+    # rnvme_rdma: ib_post_send calls for SENDs per I/O: each I/O not posted in a batch is one
+    # call of queue_rq's, plus the batches' calls (C: one per I/O, it has no queue_rqs).
+    **({"batch_requests": int(breqs), "batch_posts": int(bposts),
+        "posts_per_io": (ios - int(breqs) + int(bposts)) / ios} if drv == "rnvme" else {}),
 }))
 EOF
 		{ fail "$d/$f/$w: no result in $j"; return 1; }
+}
+
+# bench_posts PREFIX DRIVER: rnvme_rdma's batch counters into PREFIX_batch_posts and
+# PREFIX_batch_requests (0 for the C driver, which has none).
+bench_posts() {
+	local n
+	for n in batch_posts batch_requests; do
+		if [ "$2" = rnvme ]; then dp_stat $n || return 1; else DP_STAT=0; fi
+		printf -v "$1_$n" %s "$DP_STAT"
+	done
 }
 
 # Profiled in the first round, on their own runs (the measured points above are not sampled):
@@ -121,19 +146,19 @@ bench_driver() {
 	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
 	bench_limits "$d" "$f" "$r" "$DP_CTRL" "$DP_NS"
 	for w in $BENCH_WORKLOADS; do
-		[ "$w" = poll ] || bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
+		[[ " $BENCH_POLLED " = *" $w "* ]] || bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
 	done
 	if [ "$r" = 1 ]; then
 		for w in $BENCH_PROFILE; do bench_profile "$d" "$f" "$w" "$DP_NS" "${BENCH_PROFILE_RT:-$rt}" || return 1; done
 	fi
 	dp_disconnect "$DP_CTRL" || return 1
-	case " $BENCH_WORKLOADS " in
-	*" poll "*)
+	local polled=()
+	for w in $BENCH_POLLED; do [[ " $BENCH_WORKLOADS " = *" $w "* ]] && polled+=("$w"); done
+	if [ ${#polled[@]} -gt 0 ]; then
 		dp_connect "$f" "$nqn" -i "$(nproc)" -P 1 && dp_ns "$nqn" || return 1
-		bench_point "$d" "$f" "$r" poll "$DP_NS" "$rt" || return 1
+		for w in "${polled[@]}"; do bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1; done
 		dp_disconnect "$DP_CTRL" || return 1
-		;;
-	esac
+	fi
 	dp_unload
 }
 
@@ -149,7 +174,7 @@ bench_loop() {
 	nvme connect -t loop -n "$nqn" -i "$(nproc)" >/dev/null || { fail "nvme connect -t loop failed"; return 1; }
 	wait_for 30 ctrl_of "$nqn" && c=$(ctrl_of "$nqn") && dp_ns "$nqn" || { fail "no loop controller for $nqn"; return 1; }
 	for w in $BENCH_WORKLOADS; do
-		[ "$w" = poll ] || bench_point loop loop "$r" "$w" "$DP_NS" "$rt" || return 1
+		[[ " $BENCH_POLLED " = *" $w "* ]] || bench_point loop loop "$r" "$w" "$DP_NS" "$rt" || return 1
 	done
 	host_disconnect "$nqn" && rm "$p/subsystems/$nqn"
 }
