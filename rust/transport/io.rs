@@ -106,8 +106,8 @@ pub(super) enum NotPrepared {
 
 /// Maps the request's data into its slots, writes the command's data pointer and adds the
 /// in-capsule SGEs to `sges` (`nvme_rdma_map_data`). Returns the registration to post before the
-/// SEND, if any. On error the caller releases the slots. (Inlined into its one caller, as C's
-/// `nvme_rdma_map_data` is.)
+/// SEND, if any. On error the caller releases the slots. (Inlined into `prepare`, as C's
+/// `nvme_rdma_map_data` is into `queue_rq`.)
 #[inline(always)]
 pub(super) fn map_data(
     q: &Queue,
@@ -182,7 +182,7 @@ pub(super) fn map_data(
 /// Begins a use of the request in `io` (its own state) and maps everything the SEND needs in
 /// place there: the command (mapped first, before it is set up, as in C), then the data; fills
 /// `sges` and returns the registration to post before the SEND. On error whatever was mapped was
-/// released again. (Inlined into `queue_rq`, its one caller.)
+/// released again. (Inlined into its two callers, `queue_rq` and `queue_rqs`.)
 #[inline(always)]
 pub(super) fn prepare(
     q: &Queue,
@@ -210,10 +210,13 @@ pub(super) fn prepare(
         return Err(NotPrepared::Status(st));
     }
     rq.data().end.arm(2);
-    match cmd
-        .push_to(sges, qp)
-        .and_then(|()| map_data(q, qp, rq, mr_slot, sg_slot, sges))
-    {
+    // (Matches, not `and_then`: with two callers of `prepare` (`queue_rq`, `queue_rqs`), LLVM
+    // kept that generic and its closure out of line, a call on every I/O.)
+    let mapped = match cmd.push_to(sges, qp) {
+        Ok(()) => map_data(q, qp, rq, mr_slot, sg_slot, sges),
+        Err(e) => Err(e),
+    };
+    match mapped {
         Ok(reg) => {
             cmd.sync_for_device();
             Ok(reg)
