@@ -5,6 +5,9 @@
 
 #![deny(unsafe_code)]
 
+mod unsent;
+use unsent::{fail_lost, fail_nonready, fail_unsent, post_batch, unsent_status};
+
 use super::{
     controller::{error_recovery, protocol_error, wr_error},
     device::MAX_INLINE_SEGMENTS,
@@ -17,7 +20,7 @@ use super::{
 use crate::{
     nvme::{
         mq::{
-            batch::{RqList, SendBatch, Sent},
+            batch::{RqList, SendBatch},
             BlkStatus, MqOps, Request, TimeoutAction,
         },
         MappedCmd, MappedSg, State, TryCell,
@@ -226,106 +229,6 @@ pub(super) fn prepare(
             Err(NotPrepared::Mapping(e))
         }
     }
-}
-
-/// A request the queue cannot take now (`nvme_fail_nonready_command`, which requeues anything
-/// retriable while the controller resets), except DH-HMAC-CHAP messages outside `Connecting`:
-/// they end with a host path error (which the core retries at most `nvme_max_retries` times, as
-/// they are submitted retriable, then the re-authentication fails). A re-authentication's messages
-/// belong to the association it started on; requeued without end, they would wait for the next
-/// association while error recovery waits for the re-authentication to end (`nvme_auth_stop`)
-/// before it reconnects: a hang the C driver has. This way the re-authentication ends with an
-/// error and the reconnect authenticates afresh.
-pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
-    // (Only a passthrough request has its command in place before `setup_and_start`.)
-    if rq.ctrl().nvme().state() != State::Connecting
-        && rq.is_passthrough()
-        && rq.with_cmd(|c| capsule::is_auth(c))
-    {
-        return rq.host_path_error();
-    }
-    rq.fail_nonready()
-}
-
-/// What becomes of a started request that was not sent (`err`: its mapping or post failed, and
-/// what it had mapped is released): the status `queue_rq` returns for it. A host path error
-/// (`EIO`) completes it at once; a lack of resources (`ENOMEM`, an empty MR pool's `EAGAIN`)
-/// has blk-mq retry it later; anything else ends it with an I/O error.
-fn unsent_status(q: &Queue, rq: &Request<RdmaMq>, err: Error) -> BlkStatus {
-    if err == EIO {
-        return rq.host_path_error();
-    }
-    rq.cleanup_cmd();
-    if err == ENOMEM || err == EAGAIN {
-        stats::count(Counter::ResourceRetries, q.qid, 1);
-        BlkStatus::RESOURCE
-    } else {
-        BlkStatus::IOERR
-    }
-}
-
-/// [`unsent_status`] outside `queue_rq`, where no status can be returned: the request is
-/// requeued (a lack of resources) or ended here.
-fn fail_unsent(q: &Queue, rq: &Request<RdmaMq>, err: Error) {
-    match unsent_status(q, rq, err) {
-        BlkStatus::OK => {}
-        BlkStatus::RESOURCE => rq.requeue_unsent(),
-        st => rq.end_unsent(st),
-    }
-}
-
-/// Posts a batch of `queue_rqs` ([`SendBatch::post`]); each request not posted is released and
-/// failed as `queue_rq` fails one whose post failed.
-fn post_batch(q: &Queue, b: &mut SendBatch<'_, RdmaMq>) {
-    let n = b.len() as u64;
-    let mut posted = 0;
-    let mut reported = false;
-    b.post(|rq, sent| match sent {
-        Sent::Posted => {
-            posted += 1;
-            // As in `queue_rq` (issue 28, finding 5).
-            if q.lost.load(Acquire) {
-                rq.abort();
-            }
-        }
-        Sent::NotPosted(e) => {
-            if !reported {
-                reported = true;
-                dev_err!(
-                    rq.ctrl(),
-                    "nvme_rdma_post_send failed with error code {} ({} of {} requests posted)\n",
-                    e.to_errno(),
-                    posted,
-                    n
-                );
-            }
-            unmap_request(rq);
-            fail_unsent(q, rq, e);
-        }
-    });
-    stats::count(Counter::BatchPosts, q.qid, 1);
-    stats::count(Counter::BatchRequests, q.qid, posted);
-}
-
-/// A request for a queue whose connection is gone ([`Queue::lost`]), before error recovery or a
-/// teardown has quiesced the queue. A Fabrics command (a Connect or DH-HMAC-CHAP message while
-/// `Connecting`, a Property Get/Set) was meant for this connection and can never reach the target
-/// on it: it ends with a host path error, which the core retries at most `nvme_max_retries` times
-/// (each ends here at once), then the setup step fails and the reconnect logic decides. Anything
-/// else waits for the next connection like any request the queue cannot take now. (The C driver
-/// posts to the disconnected QP: the command waits for its timeout, and again for each retry.)
-///
-/// A live controller with a lost queue needs error recovery: the target's disconnect or a timeout
-/// normally starts it, but a queue lost while the controller was connecting went live dead (issue
-/// 28, finding 2: its requests were requeued for ever). The first request that meets it starts it.
-pub(super) fn fail_lost(rq: &Request<RdmaMq>) -> BlkStatus {
-    if rq.ctrl().nvme().state() == State::Live {
-        error_recovery(rq.ctrl());
-    }
-    if rq.is_passthrough() && rq.with_cmd(|c| capsule::is_fabrics(c)) {
-        return rq.host_path_error();
-    }
-    fail_nonready(rq)
 }
 
 impl MqOps for RdmaMq {
