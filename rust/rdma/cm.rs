@@ -12,7 +12,11 @@ use super::{
     Device, SockAddr,
 };
 use crate::bindings::raw;
-use core::{marker::PhantomData, ptr::NonNull};
+use core::{
+    marker::PhantomData,
+    ptr::NonNull,
+    sync::atomic::{AtomicPtr, AtomicU8, Ordering},
+};
 mod retire;
 
 use kernel::{
@@ -196,6 +200,9 @@ impl<H: CmHandler> CmIdLocked<H> {
         // SAFETY: the id is live and its handler mutex held (type invariant); the QP was just
         // created on it.
         let qp = unsafe { (*self.raw()).qp };
+        // For the owner, which reads it from here (`CmId::qp`): the id may be gone before the
+        // QP is destroyed ([`CmIdLocked::surrender`]).
+        ctx.qp.store(qp, Ordering::Release);
         // The ring is part of `res`, which the id's context (in an `Arc`: it does not move) owns
         // and drops only after destroying the QP.
         // SAFETY: the QP lives until `CmId::drop`, which disarms the ring and waits for a grace
@@ -216,6 +223,26 @@ impl<H: CmHandler> CmIdLocked<H> {
         let qp = unsafe { (*self.raw()).qp };
         // SAFETY: see above.
         (!qp.is_null()).then(|| unsafe { Qp::from_raw(qp) })
+    }
+
+    /// Gives the id to rdma_cm if its owner is parked ([`CmId::resolve_addr_parked`]): rdma_cm destroys it
+    /// when this handler returns, in the thread that delivered the event and with the id's state
+    /// from before the event (the handler returns non-zero; rdma_cm's contract: the owner must
+    /// not call `rdma_destroy_id` then, and no handler runs after it). The owner finds the id
+    /// gone when it unparks ([`CmId::gone`]) and its drop then destroys only the QP and what it
+    /// owns. Returns whether it did; call it before waking the owner, which must not unpark
+    /// first.
+    ///
+    /// For `RDMA_CM_EVENT_DEVICE_REMOVAL` this is the only way without a window: after a
+    /// handler returned 0, rdma_cm (7.3.4's `cma_send_device_removal_put`) releases the handler
+    /// mutex and only then cancels the id's pending operation with the state from before, which
+    /// for a route query reads the id's device; an owner woken by the handler and destroying
+    /// the id meanwhile releases the device first (a NULL dereference, session 23).
+    pub(crate) fn surrender(&self) -> bool {
+        self.ctx()
+            .owner
+            .compare_exchange(PARKED, GONE, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// Sends the connect request (the QP created on this id is used).
@@ -244,18 +271,34 @@ impl<H: CmHandler> CmIdLocked<H> {
 ///
 /// # Invariants
 ///
-/// `ptr` is a live `rdma_cm_id` created by [`CmId::new`] whose `context` is the foreign form of an
-/// `Arc<H>` owned by this object.
+/// `ctx` is the foreign form of an `Arc<Ctx<H>>` owned by this object. Unless that context's
+/// `owner` is `GONE`, `ptr` is a live `rdma_cm_id` created by [`CmId::new`] whose `context` is
+/// `ctx`; `owner` becomes `GONE` only while the id is parked ([`CmId::resolve_addr_parked`],
+/// which borrows it mutably: no other method runs meanwhile), when rdma_cm destroys the id.
 pub(crate) struct CmId<H: CmHandler> {
     ptr: NonNull<raw::rdma_cm_id>,
+    ctx: NonNull<core::ffi::c_void>,
     handler: Arc<H>,
     _h: PhantomData<Arc<Ctx<H>>>,
 }
+
+/// `Ctx::owner`: the owner may use the id.
+const ACTIVE: u8 = 0;
+/// `Ctx::owner`: the owner does not touch the id until it unparks
+/// ([`CmId::resolve_addr_parked`]).
+const PARKED: u8 = 1;
+/// `Ctx::owner`: a handler gave the id to rdma_cm, which destroyed it ([`CmIdLocked::surrender`]).
+const GONE: u8 = 2;
 
 /// The context of an id: its handler, and whether the owner started destroying the id (events
 /// that arrive after that are not delivered, so a handler cannot create a QP the owner missed).
 struct Ctx<H: CmHandler> {
     closing: core::sync::atomic::AtomicBool,
+    /// `ACTIVE`, `PARKED` or `GONE`.
+    owner: AtomicU8,
+    /// The id's QP (null before [`CmIdLocked::create_qp`]), kept here for an id rdma_cm
+    /// destroyed: the QP outlives it.
+    qp: AtomicPtr<raw::ib_qp>,
     h: Arc<H>,
     /// The QP's CQ and PD, set by [`CmIdLocked::create_qp`].
     qp_res: kernel::sync::SetOnce<H::QpRes>,
@@ -275,6 +318,8 @@ impl<H: CmHandler> CmId<H> {
         let ctx = Arc::new(
             Ctx {
                 closing: core::sync::atomic::AtomicBool::new(false),
+                owner: AtomicU8::new(ACTIVE),
+                qp: AtomicPtr::new(core::ptr::null_mut()),
                 h: handler.clone(),
                 qp_res: kernel::sync::SetOnce::new(),
                 published: core::sync::atomic::AtomicPtr::new(core::ptr::null_mut()),
@@ -294,9 +339,10 @@ impl<H: CmHandler> CmId<H> {
             )
         });
         match id {
-            // INVARIANT: `p` is a live id with `ctx` as context.
+            // INVARIANT: `p` is a live id with `ctx` as context, and `owner` is `ACTIVE`.
             Ok(p) => Ok(Self {
                 ptr: NonNull::new(p).ok_or(ENOMEM)?,
+                ctx: NonNull::new(ctx.cast()).ok_or(ENOMEM)?,
                 handler,
                 _h: PhantomData,
             }),
@@ -315,11 +361,15 @@ impl<H: CmHandler> CmId<H> {
         id: *mut raw::rdma_cm_id,
         ev: *mut raw::rdma_cm_event,
     ) -> kernel::ffi::c_int {
-        // SAFETY: the id is live during its handler and its context is our `Arc<H>`, which is
-        // only reclaimed after rdma_destroy_id, which waits for running handlers.
+        // SAFETY: the id is live during its handler and its context is our `Arc<Ctx<H>>`, which
+        // the owner reclaims only after rdma_destroy_id, which waits for running handlers, or,
+        // once this handler gave the id to rdma_cm, at any time: hence the reference taken here
+        // for the rest of the call.
         let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*id).context.cast()) };
-        if ctx.closing.load(core::sync::atomic::Ordering::Relaxed) {
-            // The owner is destroying the id (it set the flag under the handler mutex we hold).
+        let ctx: Arc<Ctx<H>> = ctx.into();
+        if ctx.closing.load(Ordering::Relaxed) || ctx.owner.load(Ordering::Acquire) == GONE {
+            // The owner is destroying the id (it set the flag under the handler mutex we hold),
+            // or rdma_cm is (not reached: no handler runs after one returned non-zero).
             return 0;
         }
         // SAFETY: `CmIdLocked` is repr(transparent); the handler mutex is held; the id was
@@ -328,7 +378,11 @@ impl<H: CmHandler> CmId<H> {
         // SAFETY: `ev` is valid for the duration of the handler.
         let ev = unsafe { Self::decode(id, ev) };
         H::event(&ctx.h, locked, &ev);
-        // Never ask rdma_cm to destroy the id: its owner does that.
+        if ctx.owner.load(Ordering::Acquire) == GONE {
+            // The handler surrendered the id (`CmIdLocked::surrender`): rdma_cm destroys it.
+            return ENODEV.to_errno();
+        }
+        // Otherwise the owner destroys the id.
         0
     }
 
@@ -384,9 +438,9 @@ impl<H: CmHandler> CmId<H> {
 
     /// The id's context.
     fn ctx(&self) -> &Ctx<H> {
-        // SAFETY: the id is live (type invariant) and its context is our `Arc<Ctx<H>>`, set at
-        // creation and reclaimed only when `self` is dropped, which this borrow prevents.
-        let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*self.raw()).context.cast()) };
+        // SAFETY: `self.ctx` is our `Arc<Ctx<H>>` (type invariant), reclaimed only when `self` is
+        // dropped, which this borrow prevents.
+        let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow(self.ctx.as_ptr().cast()) };
         let p: *const Ctx<H> = &*ctx;
         // SAFETY: `p` points into the `Arc<Ctx<H>>`, which outlives the borrow of `self` (above).
         unsafe { &*p }
@@ -395,6 +449,12 @@ impl<H: CmHandler> CmId<H> {
     /// What the id's QP was created with (`None` before [`CmIdLocked::create_qp`]).
     pub(crate) fn qp_res(&self) -> Option<&H::QpRes> {
         self.ctx().qp_res.as_ref()
+    }
+
+    /// rdma_cm destroyed the id (a handler surrendered it while it was parked): only the QP and
+    /// what it owns are left, and the id's operations fail with `ENODEV`.
+    pub(crate) fn gone(&self) -> bool {
+        self.ctx().owner.load(Ordering::Acquire) == GONE
     }
 
     /// Publishes the id's QP in its handler's cell ([`CmHandler::qp_cell`]) for the data path.
@@ -424,39 +484,68 @@ impl<H: CmHandler> CmId<H> {
         Ok(())
     }
 
-    /// Starts address resolution from `src` (any local address when `None`) to `dst`;
-    /// `AddrResolved` or `AddrError` follows.
-    pub(crate) fn resolve_addr(
-        &self,
+    /// Starts address resolution from `src` (any local address when `None`) to `dst`
+    /// (`AddrResolved` or `AddrError` follows, then what its handler starts), then runs `wait`
+    /// (the owner waiting for the outcome its handler reports) with the id *parked*: a handler may
+    /// give it to rdma_cm meanwhile ([`CmIdLocked::surrender`]). `wait` cannot use the id (it is
+    /// borrowed here); afterwards [`CmId::gone`] tells whether it was given away. The handler
+    /// mutex is held from before the start until the id is parked, so no handler runs before:
+    /// every event of the id finds it parked until `wait` returns. (rdma_cm delivers address
+    /// resolution from a work item, never from within `rdma_resolve_addr`; this is the id's first
+    /// resolution, so `rdma_resolve_addr` has no earlier request to cancel and wait for.)
+    pub(crate) fn resolve_addr_parked<R>(
+        &mut self,
         src: Option<&SockAddr>,
         dst: &SockAddr,
         timeout_ms: u32,
-    ) -> Result {
+        wait: impl FnOnce() -> R,
+    ) -> Result<R> {
+        if self.gone() {
+            return Err(ENODEV);
+        }
         let src = src.map_or(core::ptr::null_mut(), |s| s.as_ptr().cast_mut());
-        // SAFETY: the id is live (type invariant); the addresses are valid sockaddrs that
-        // rdma_cm copies before returning.
-        to_result(unsafe {
-            raw::rdma_resolve_addr(self.raw(), src, dst.as_ptr(), timeout_ms as usize)
-        })
+        let ctx = self.ctx();
+        // SAFETY: the id is live (type invariant: not gone); the addresses are valid sockaddrs
+        // that rdma_cm copies before returning; the handler mutex is released below on every
+        // path.
+        let r = unsafe {
+            raw::rdma_lock_handler(self.raw());
+            let r = to_result(raw::rdma_resolve_addr(
+                self.raw(),
+                src,
+                dst.as_ptr(),
+                timeout_ms as usize,
+            ));
+            if r.is_ok() {
+                ctx.owner.store(PARKED, Ordering::Release);
+            }
+            raw::rdma_unlock_handler(self.raw());
+            r
+        };
+        r?;
+        let out = wait();
+        // Back, unless a handler surrendered the id meanwhile (then it stays `GONE`). After
+        // this no handler can: they surrender only a parked id.
+        let _ = ctx
+            .owner
+            .compare_exchange(PARKED, ACTIVE, Ordering::AcqRel, Ordering::Acquire);
+        Ok(out)
     }
 
-    /// The id's QP, once [`CmIdLocked::create_qp`] succeeded.
+    /// The id's QP, once [`CmIdLocked::create_qp`] succeeded (also when the id is gone).
     pub(crate) fn qp(&self) -> Option<&Qp> {
-        // SAFETY: the id is live (type invariant); the handler lock orders this read after the
-        // handler that created the QP.
-        let qp = unsafe {
-            raw::rdma_lock_handler(self.raw());
-            let qp = (*self.raw()).qp;
-            raw::rdma_unlock_handler(self.raw());
-            qp
-        };
+        // Acquire: paired with `create_qp`'s store, after the QP was created.
+        let qp = self.ctx().qp.load(Ordering::Acquire);
         // SAFETY: the QP is only destroyed when `self` is dropped, which the borrow prevents.
         (!qp.is_null()).then(|| unsafe { Qp::from_raw(qp) })
     }
 
-    /// Disconnects the connection (if any); `Disconnected` follows.
+    /// Disconnects the connection (if any); `Disconnected` follows. `ENODEV` if the id is gone.
     pub(crate) fn disconnect(&self) -> Result {
-        // SAFETY: the id is live (type invariant).
+        if self.gone() {
+            return Err(ENODEV);
+        }
+        // SAFETY: the id is live (type invariant: not gone).
         to_result(unsafe { raw::rdma_disconnect(self.raw()) })
     }
 }

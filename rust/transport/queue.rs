@@ -136,9 +136,10 @@ impl ConnCm {
         let Some(q) = self.ctrl.queue(self.qid) else {
             return;
         };
-        // Not under `Queue::conn`: its holders take this id's handler mutex (`CmId::qp`), which
-        // rdma_cm holds around this callback. A teardown racing with this is harmless: the walk
-        // excludes the removal of the tag set, and a request ends once whoever ends it first.
+        // Not under `Queue::conn`: this runs under the id's handler mutex, and an id dropped
+        // under `Queue::conn` (`alloc` replacing a connection) would wait for it. A teardown
+        // racing with this is harmless: the walk excludes the removal of the tag set, and a
+        // request ends once whoever ends it first.
         // SeqCst: paired with `setup_ctrl`'s fence between going live and its look at `lost`:
         // either this sees `Live` (and error recovery takes over) or the setup sees `lost`.
         if q.lost.swap(true, SeqCst) {
@@ -343,14 +344,24 @@ impl CmHandler for ConnCm {
             // registration: rdma_cm's after ours), and rdma_cm waits for every id on the device
             // to be destroyed. A queue that callback could not see (its controller still being
             // created, or its connection not yet published in `Queue::conn`) gets it here: a
-            // pending connection fails (the waiting setup destroys the id); an established one is
-            // lost (`device_removed`). The C driver ignores this event; its connect then waits
-            // for ever, and so does the removal.
+            // pending connection fails, and its id goes to rdma_cm, which destroys it when this
+            // returns (`surrender`: the setup is parked waiting for this outcome; rdma_cm reads
+            // the id's device after a handler that returned 0, so the setup must not destroy
+            // it: session 23's oops); an established one is lost (`device_removed`). The C
+            // driver ignores this event; its connect then waits for ever, and so does the
+            // removal.
             CmEvent::DeviceRemoval => {
                 if this.connected() {
                     this.device_removed();
                     None
                 } else {
+                    if id.surrender() {
+                        dev_info!(
+                            this.ctrl,
+                            "queue {}: RDMA device removed while connecting\n",
+                            this.qid
+                        );
+                    }
                     Some(ENODEV)
                 }
             }
@@ -440,7 +451,7 @@ impl Queue {
         )?;
         // Before the id exists: a disconnect from here on is this connection's.
         self.lost.store(false, Release);
-        let cm = CmId::new(h.clone()).inspect_err(|e| {
+        let mut cm = CmId::new(h.clone()).inspect_err(|e| {
             dev_info!(ctrl, "failed to create CM ID: {}\n", e.to_errno());
         })?;
         let src = if ctrl.nvme().opts().mask() & opt::HOST_TRADDR != 0 {
@@ -448,9 +459,8 @@ impl Queue {
         } else {
             None
         };
-        cm.resolve_addr(src, &ctrl.addr, CM_TIMEOUT_MS)
-            .inspect_err(|e| dev_info!(ctrl, "rdma_resolve_addr failed ({}).\n", e.to_errno()))?;
-        let r = {
+        // Parked while waiting: a device removal may hand the id to rdma_cm meanwhile.
+        let r = cm.resolve_addr_parked(src, &ctrl.addr, CM_TIMEOUT_MS, || {
             let mut st = h.state.lock();
             let mut left = kernel::time::msecs_to_jiffies(CM_ESTABLISH_TIMEOUT_MS);
             loop {
@@ -471,7 +481,11 @@ impl Queue {
                     }
                 }
             }
-        };
+        });
+        let r =
+            r.inspect_err(|e| dev_info!(ctrl, "rdma_resolve_addr failed ({}).\n", e.to_errno()))?;
+        // (Not expected: an id given away has failed, with ENODEV or an earlier error.)
+        let r = if cm.gone() { r.and(Err(ENODEV)) } else { r };
         if let Err(e) = r {
             dev_info!(
                 ctrl,

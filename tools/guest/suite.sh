@@ -244,11 +244,12 @@ for g in "$@"; do
 	repeat=*) RNVME_REPEAT=${g#repeat=};;
 	storm=*) WIRE_STORM=${g#storm=};;
 	storm_jitter=yes) WIRE_STORM_JITTER=yes;;
+	rm_only=*) WIRE_RM_ONLY=${g#rm_only=};;
 	split=yes|split=no) FABRIC_SPLIT=${g#split=};;
 	wire=*) WIRE_MODE=${g#wire=};;
 	c-all=yes) BT_C_ALL=yes;;
 	bt-verbose=yes) BT_VERBOSE=yes;;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, repeat=N, storm=N, storm_jitter=yes, split=yes|no, wire=split|all, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, repeat=N, storm=N, storm_jitter=yes, rm_only=TEXT, split=yes|no, wire=split|all, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done

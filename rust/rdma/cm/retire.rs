@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The end of a [`CmId`]: its id destroyed and its QP withdrawn ([`CmId::retire`]), then, after an
-//! RCU grace period, its QP destroyed and its context released ([`Retired::finish`]), alone
-//! (`drop`, [`CmId::close`]) or for several ids with one grace period ([`CmId::drop_all`]).
+//! The end of a [`CmId`]: its id destroyed (unless rdma_cm did) and its QP withdrawn
+//! ([`CmId::retire`]), then, after an RCU grace period, its QP destroyed and its context released
+//! ([`Retired::finish`]), alone (`drop`, [`CmId::close`]) or for several ids with one grace period
+//! ([`CmId::drop_all`]).
 
 use super::{CmHandler, CmId, Ctx, QpResources};
 use crate::bindings::raw;
@@ -14,8 +15,8 @@ use kernel::{prelude::*, sync::Arc, types::ForeignOwnable};
 ///
 /// # Invariants
 ///
-/// `ctx` is the foreign form of the id's `Arc<Ctx<H>>`, owned by this object, whose handler no
-/// longer runs; `qp` is null or the id's QP, withdrawn from its cell (if it was published), on
+/// `ctx` is the foreign form of the id's `Arc<Ctx<H>>`, owned by this object; the id's handler
+/// no longer runs, or (an id rdma_cm destroyed) runs on a reference of its own; `qp` is null or the id's QP, withdrawn from its cell (if it was published), on
 /// which nothing posts any more and whose every MR is back in its pool.
 struct Retired<H: CmHandler> {
     qp: *mut raw::ib_qp,
@@ -58,7 +59,7 @@ impl<H: CmHandler> Retired<H> {
             unsafe { raw::rnvme_ib_destroy_qp(self.qp) };
         }
         // SAFETY: `ctx` is the foreign form of our `Arc<Ctx<H>>` (type invariant), which no
-        // handler can borrow any more.
+        // handler borrows any more (one still running holds a reference of its own).
         drop(unsafe { <Arc<Ctx<H>> as ForeignOwnable>::from_foreign(self.ctx.cast()) });
     }
 }
@@ -70,23 +71,25 @@ impl<H: CmHandler> CmId<H> {
     ///
     /// Called once, from `drop` or [`CmId::drop_all`]: the id is not used afterwards.
     unsafe fn retire(&mut self) -> Retired<H> {
-        // SAFETY: the id is live (type invariant and the caller's promise). Under the handler
-        // mutex: stop event delivery and read the QP, which no handler can create afterwards.
-        let (ctx, qp) = unsafe {
-            raw::rdma_lock_handler(self.raw());
-            let ctx = (*self.raw()).context;
-            // SAFETY (borrow): the context is our `Arc<Ctx<H>>` until `Retired` reclaims it.
-            <Arc<Ctx<H>> as ForeignOwnable>::borrow(ctx.cast())
-                .closing
-                .store(true, core::sync::atomic::Ordering::Relaxed);
-            let qp = (*self.raw()).qp;
-            raw::rdma_unlock_handler(self.raw());
-            (ctx, qp)
-        };
-        // SAFETY: the caller retires the id once, so it is destroyed exactly once;
-        // rdma_destroy_id waits for a running handler.
-        unsafe { raw::rdma_destroy_id(self.raw()) };
-        // SAFETY: `ctx` is still our `Arc<Ctx<H>>` (reclaimed by `Retired`); no handler runs.
+        let ctx = self.ctx.as_ptr();
+        if !self.gone() {
+            // SAFETY: the id is live (type invariant: not gone; and the caller's promise). Under
+            // the handler mutex: stop event delivery, after which no handler creates a QP.
+            unsafe {
+                raw::rdma_lock_handler(self.raw());
+                self.ctx()
+                    .closing
+                    .store(true, core::sync::atomic::Ordering::Relaxed);
+                raw::rdma_unlock_handler(self.raw());
+            }
+            // SAFETY: the caller retires the id once, so it is destroyed exactly once (not by
+            // rdma_cm: it is not gone, and `&mut self` rules out parking); rdma_destroy_id waits
+            // for a running handler.
+            unsafe { raw::rdma_destroy_id(self.raw()) };
+        }
+        // Read after the handler mutex (or the surrender, seen by `gone`): the last QP created.
+        let qp = self.ctx().qp.load(core::sync::atomic::Ordering::Acquire);
+        // SAFETY: `ctx` is still our `Arc<Ctx<H>>` (reclaimed by `Retired`).
         let res = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow(ctx.cast()) };
         if let Some(r) = res.qp_res.as_ref() {
             // Nothing posts on the QP from here on.
@@ -99,8 +102,9 @@ impl<H: CmHandler> CmId<H> {
                 unsafe { (*cell).withdraw(qp) };
             }
         }
-        // INVARIANT: the handler no longer runs, the QP (if any) is withdrawn, and the owner
-        // ended every request holding one of its MRs before dropping the id.
+        // INVARIANT: the handler no longer runs (or holds its own reference: the id is gone),
+        // the QP (if any) is withdrawn, and the owner ended every request holding one of its MRs
+        // before dropping the id.
         Retired {
             qp,
             ctx,
