@@ -89,7 +89,7 @@ bench_posts() {
 }
 
 # Profiled in the first round, on their own runs (the measured points above are not sampled):
-# where the guest's work goes per I/O, by kernel module and symbol (tools/guest/profile.py).
+# where the guest's work goes per I/O, by kernel module and symbol (perf, summed by tools/guest/profile.py).
 BENCH_PROFILE="qd32 wr32 seqr qd32b"
 BENCH_PROFILE_PERIOD_NS=250000
 
@@ -118,7 +118,8 @@ offsets = {k: v for k, v in p["offsets"].items() if k.endswith(f"[{mod}]")}
 print(json.dumps({"fabric": fab, "driver": drv, "workload": wl, "ios": ios, "period_ns": p["period_ns"],
                   "kernel": p["kernel"], "user": p["user"], "lost": p["lost"], "modules": p["modules"],
                   "transport": mod, "transport_symbols": dict(list(top.items())[:15]),
-                  "top_symbols": dict(list(p["symbols"].items())[:15]), "transport_offsets": offsets}))
+                  "top_symbols": dict(list(p["symbols"].items())[:15]), "transport_offsets": offsets,
+                  "transport_chains": {k: v for k, v in list(p.get("chains", {}).items()) if k.split(" <- ")[0].endswith(f"[{mod}]")}}))
 EOF
 		{ fail "$d/$f/$w: no profile in $j.json"; return 1; }
 	rm -f "$j.json" "$j.fio" "$j.err"
@@ -179,6 +180,51 @@ bench_loop() {
 	host_disconnect "$nqn" && rm "$p/subsystems/$nqn"
 }
 
+# bench_verbs FABRIC ROUND: the fabric's own ceiling, raw verbs without NVMe (rdma-core's
+# perftest over the fabric's device, to its own address as the NVMe target is: same guest, same
+# provider): 4 KiB SEND latency (ib_send_lat: half the round trip) and SEND bandwidth with 4 KiB
+# and 128 KiB messages (ib_send_bw). Connected through rdma_cm (-R: iWARP needs it); -e: both
+# sides sleep on completion events, as the NVMe host and target do (perftest's default busy-polls
+# from user space, which on 2 vCPUs takes a CPU from the provider: its WRITE and READ tests (WRITE
+# has no event mode, READ was no faster with it) came out below the NVMe figures); -F: the guest's CPU
+# frequency is whatever TCG makes it. One record per test in results.jsonl (driver "verbs").
+BENCH_VERBS="lat4k send4k send128k"
+bench_verbs() {
+	local f=$1 r=$2 dev addr w t sz a port=18515 out srv
+	dev=$(fabric_up "$f") || return 1
+	addr=$(fabric_addr "$f")
+	for w in $BENCH_VERBS; do
+		case $w in
+		lat4k) t=ib_send_lat sz=4096 a=(-n 2000);;
+		send4k) t=ib_send_bw sz=4096 a=(-n 5000);;
+		send128k) t=ib_send_bw sz=131072 a=(-n 500);;
+		esac
+		port=$((port + 1))
+		timeout 60 "$t" -R -F -e -d "$dev" -s "$sz" -p "$port" "${a[@]}" >/dev/null 2>&1 & srv=$!
+		sleep 1
+		out=$(timeout 60 "$t" -R -F -e -d "$dev" -s "$sz" -p "$port" "${a[@]}" "$addr" 2>&1) ||
+			{ kill $srv 2>/dev/null; fail "$f: $t -s $sz failed: $(tail -n 3 <<<"$out")"; return 1; }
+		wait $srv
+		python3 -c '
+import json, re, sys
+fab, rnd, wl = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+lines = sys.stdin.read().splitlines()
+i = next(i for i, l in enumerate(lines) if l.strip().startswith("#bytes"))
+# Column names with a space in them made one word each, then the header and the row split alike.
+head = re.sub(r"(BW|%) (peak|average|percentile)", r"\1_\2", lines[i]).split()
+vals = dict(zip(head, lines[i + 1].split()))
+rec = {"fabric": fab, "driver": "verbs", "round": rnd, "workload": wl}
+if wl.startswith("lat"):
+    rec.update(p50_us=float(vals["t_typical[usec]"]), p99_us=float(vals["99%_percentile[usec]"]),
+               iops=1e6 / float(vals["t_avg[usec]"]))
+else:
+    rec.update(bw_kib=float(vals["BW_average[MiB/sec]"]) * 1024,
+               iops=float(vals["MsgRate[Mpps]"]) * 1e6)
+print(json.dumps(rec))' "$f" "$r" "$w" <<<"$out" >>"$BENCH_OUT/results.jsonl" ||
+			{ fail "$f: cannot read $t's output: $(head -c 600 <<<"$out")"; return 1; }
+	done
+}
+
 # bench_main [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S] [profile_runtime=S]: the whole
 # benchmark. full: 4 rounds of 5 s points on rxe and siw (an even number: each driver goes first as
 # often; with the guest's clock counting instructions, 5 s points repeat within ~1%); quick: 1
@@ -215,6 +261,8 @@ bench_main() {
 				info "$f round $r/$rounds: $d"
 				bench_driver "$d" "$f" "$nqn" "$r" "$rt" || return 1
 			done
+			info "$f round $r/$rounds: raw verbs (perftest)"
+			bench_verbs "$f" "$r" || return 1
 		done
 	done
 	nqn=nqn.2026-11.io.rnvme:bench-${fabrics%% *}
@@ -223,13 +271,13 @@ bench_main() {
 		bench_loop "$nqn" "$r" "$rt" || return 1
 	done
 	for f in $fabrics; do target_subsys_del "nqn.2026-11.io.rnvme:bench-$f" || return 1; done
-	# Every point measured: fabrics x rounds x 2 drivers x workloads, and the loop ceiling (every
-	# workload but the polled ones).
+	# Every point measured: fabrics x rounds x (2 drivers x workloads + the raw verbs tests), and
+	# the loop ceiling (every workload but the polled ones).
 	n=$(wc -l <"$BENCH_OUT/results.jsonl")
 	local np=0
 	for a in $BENCH_WORKLOADS; do [[ " $BENCH_POLLED " = *" $a "* ]] || np=$((np + 1)); done
 	set -- $BENCH_WORKLOADS
-	want=$(($(wc -w <<<"$fabrics") * rounds * 2 * $# + rounds * np))
+	want=$(($(wc -w <<<"$fabrics") * rounds * (2 * $# + $(wc -w <<<"$BENCH_VERBS")) + rounds * np))
 	[ "$n" = "$want" ] || { fail "$n results, expected $want"; return 1; }
 	n=$(wc -l <"$BENCH_OUT/profiles.jsonl")
 	want=$(($(wc -w <<<"$fabrics") * 2 * $(wc -w <<<"$BENCH_PROFILE")))

@@ -1,156 +1,133 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Where the guest's work goes: a whole-guest sampling profile without the perf tool.
+"""Where the guest's work goes: a whole-guest sampling profile taken by perf (linux-perf, the
+reference kernel's version, in the build root), summed for tools/bench-report.
 
     profile.py OUT.json PERIOD_NS [MODULE,...]
 
-Samples every online CPU with the software cpu-clock event (perf_event_open, one event per CPU,
-idle excluded) until SIGTERM or SIGINT, then resolves the kernel samples against /proc/kallsyms
-and writes OUT.json: the period, the number of samples (kernel, user, lost), the samples per
-kernel module ("vmlinux" for the core kernel) and per kernel symbol ("name [module]"), and for
-the symbols of the MODULEs named, the samples per instruction ("offsets": symbol -> offset in
-bytes from its start -> samples; tools/bench-annotate puts them beside the disassembly).
+Runs `perf record -a -g -e cpu-clock -c PERIOD_NS` (every online CPU, the software cpu-clock
+event, kernel call chains) until SIGTERM or SIGINT, then reads the samples back with
+`perf script` (symbols unmangled as the module has them, so they match objdump's) and writes
+OUT.json: the period, the number of samples (kernel, user, lost), the samples per kernel module
+("vmlinux" for the core kernel) and per kernel symbol ("name [module]"); for the symbols of the
+MODULEs named, the samples per instruction ("offsets": symbol -> offset in bytes from its start
+-> samples; tools/bench-annotate puts them beside the disassembly) and the call chains that led
+there ("chains": the sample's symbol and the two frames above it outside the module ->
+samples). Samples of the idle task are left out (perf's cpu-clock counts idle time; the profile
+is of the work).
 
 Under `make bench --icount` (the default) the guest's clock counts instructions, so a sample is
 taken every PERIOD_NS / 2^shift instructions a CPU executes: samples x period is the guest time
 (= instructions) spent in each place, and that divided by the I/Os done meanwhile is the cost
-per I/O of each module (tools/bench-report). The sampler's own cost lands in its own symbols
-(perf_swevent_hrtimer and friends), the same for every driver measured.
+per I/O of each module (tools/bench-report). perf's own cost lands in its own symbols
+(perf_swevent_hrtimer and friends, the perf process as user time), the same for every driver
+measured.
 """
-import bisect
-import ctypes
 import json
-import mmap
 import os
-import select
+import re
 import signal
-import struct
+import subprocess
 import sys
+import time
 
-NR_PERF_EVENT_OPEN = 298  # x86_64
-PERF_TYPE_SOFTWARE = 1
-PERF_COUNT_SW_CPU_CLOCK = 0
-PERF_SAMPLE_IP = 1
-PERF_RECORD_LOST = 2
-PERF_RECORD_SAMPLE = 9
-PERF_RECORD_MISC_KERNEL = 1
-PERF_RECORD_MISC_CPUMODE_MASK = 7
-IOC_ENABLE, IOC_DISABLE = 0x2400, 0x2401
-FLAG_DISABLED, FLAG_EXCLUDE_HV, FLAG_EXCLUDE_IDLE = 1 << 0, 1 << 6, 1 << 7
-# Data pages per CPU (a power of two): 4 MiB, 256k samples, a minute at 4 kHz, so that a drainer
-# starved of CPU by a QD32 workload loses nothing (64 pages lost 7-9% of the samples there).
-PAGES = 1024
+KERNEL_MIN = 0xFFFF800000000000
+# "\tffffffffc0a1b2c3 name+0x23 ([module])" (perf script's call chain lines)
+FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)(?:\+0x([0-9a-f]+))?\s+\((.*)\)\s*$")
+# Everything from cpu-clock up: the sampling interrupt's frames above the sampled one.
+SAMPLER = ("perf_swevent_hrtimer", "__hrtimer_run_queues", "hrtimer_interrupt")
 
 
-def attr(period):
-    # struct perf_event_attr, PERF_ATTR_SIZE_VER0 (64 bytes): type, size, config, sample_period,
-    # sample_type, read_format, flags, wakeup_events, bp_type, bp_addr.
-    return struct.pack("IIQQQQQIIQ", PERF_TYPE_SOFTWARE, 64, PERF_COUNT_SW_CPU_CLOCK, period,
-                       PERF_SAMPLE_IP, 0, FLAG_DISABLED | FLAG_EXCLUDE_HV | FLAG_EXCLUDE_IDLE, 0, 0, 0)
+def module_of(dso):
+    d = dso.strip("[]")
+    return "vmlinux" if d in ("kernel.kallsyms", "vmlinux") or d.startswith("kernel.kallsyms") else d
 
 
-def online_cpus():
-    cpus = []
-    for part in open("/sys/devices/system/cpu/online").read().strip().split(","):
-        lo, _, hi = part.partition("-")
-        cpus += range(int(lo), int(hi or lo) + 1)
-    return cpus
+def samples(data):
+    """The pid and frames [(ip, name, offset, module)] of each sample, leaf first."""
+    p = subprocess.Popen(["perf", "script", "-i", data, "-F", "pid,ip,sym,symoff,dso", "--no-demangle"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
+    pid, frames = None, []
+    for line in p.stdout:
+        if not line.strip():
+            if pid is not None:
+                yield pid, frames
+            pid, frames = None, []
+            continue
+        m = FRAME.match(line) if line[0] in " \t" and pid is not None else None
+        if m:
+            frames.append((int(m.group(1), 16), m.group(2), int(m.group(3) or "0", 16), module_of(m.group(4))))
+            continue
+        if pid is not None:
+            yield pid, frames
+        head = line.split(None, 1)
+        pid, frames = (int(head[0]) if head and head[0].isdigit() else -1), []
+        # A sample without a call chain has its one frame on the same line.
+        m = FRAME.match("\t" + head[1]) if len(head) > 1 else None
+        if m:
+            frames.append((int(m.group(1), 16), m.group(2), int(m.group(3) or "0", 16), module_of(m.group(4))))
+    if pid is not None:
+        yield pid, frames
+    if p.wait() != 0:
+        raise SystemExit(f"perf script failed ({p.returncode})")
 
 
-class Ring:
-    """One CPU's event and its mmap'd ring buffer."""
-
-    def __init__(self, libc, cpu, period):
-        a = ctypes.create_string_buffer(attr(period), 64)
-        L = ctypes.c_long
-        fd = libc.syscall(L(NR_PERF_EVENT_OPEN), a, L(-1), L(cpu), L(-1), ctypes.c_ulong(0))
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), f"perf_event_open on CPU {cpu}: {os.strerror(ctypes.get_errno())}")
-        self.fd = fd
-        self.page = mmap.PAGESIZE
-        self.size = PAGES * self.page
-        self.m = mmap.mmap(fd, self.page + self.size)
-
-    def drain(self, ips, counts):
-        # perf_event_mmap_page: data_head at 1024, data_tail at 1032.
-        head = struct.unpack_from("Q", self.m, 1024)[0]
-        tail = struct.unpack_from("Q", self.m, 1032)[0]
-        while tail < head:
-            off = self.page + tail % self.size
-            hdr = self.read(off, 8)
-            typ, misc, size = struct.unpack("IHH", hdr)
-            if size < 8:
-                break
-            rec = self.read(off, size)
-            if typ == PERF_RECORD_SAMPLE:
-                (ip,) = struct.unpack_from("Q", rec, 8)
-                if misc & PERF_RECORD_MISC_CPUMODE_MASK == PERF_RECORD_MISC_KERNEL:
-                    ips[ip] = ips.get(ip, 0) + 1
-                else:
-                    counts["user"] += 1
-            elif typ == PERF_RECORD_LOST:
-                counts["lost"] += struct.unpack_from("QQ", rec, 8)[1]
-            tail += size
-        struct.pack_into("Q", self.m, 1032, tail)
-
-    def read(self, off, n):
-        # A record may wrap around the end of the ring.
-        end = self.page + self.size
-        if off + n <= end:
-            return self.m[off:off + n]
-        return self.m[off:end] + self.m[self.page:self.page + n - (end - off)]
-
-
-def kallsyms():
-    """Sorted text symbol addresses and their names ("name [module]")."""
-    syms = []
-    for line in open("/proc/kallsyms"):
-        p = line.split()
-        if len(p) >= 3 and p[1] in "tT" and int(p[0], 16):
-            syms.append((int(p[0], 16), p[2] + (" " + p[3] if len(p) > 3 else " [vmlinux]")))
-    syms.sort()
-    return [a for a, _ in syms], [n for _, n in syms]
+def lost_samples(data):
+    """What perf could not record (its ring buffers full): the LOST counts of perf report --stats."""
+    out = subprocess.run(["perf", "report", "-i", data, "--stats"], capture_output=True, text=True).stdout
+    return sum(int(m.group(1)) for m in re.finditer(r"^\s*LOST(?:_SAMPLES)? events:\s+(\d+)", out, re.M))
 
 
 def main():
     out, period = sys.argv[1], int(sys.argv[2])
     annotate = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[3] else set()
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    rings = [Ring(libc, c, period) for c in online_cpus()]
+    data = f"/tmp/perf-{os.getpid()}.data"
+    rec = subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-c", str(period),
+                            "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     signal.signal(signal.SIGINT, lambda *_: stop.append(1))
-    ips, counts = {}, {"user": 0, "lost": 0}
-    for r in rings:
-        libc.ioctl(r.fd, ctypes.c_ulong(IOC_ENABLE), ctypes.c_ulong(0))
+    # perf has its events open once it has written the file's header.
+    for _ in range(200):
+        if rec.poll() is not None:
+            raise SystemExit(f"perf record exited: {rec.stderr.read()[-500:]}")
+        if os.path.exists(data) and os.path.getsize(data) > 0:
+            break
+        time.sleep(0.05)
+    time.sleep(0.2)
     # Ready: the caller starts the workload once this file exists.
     open(out + ".ready", "w").close()
     while not stop:
-        try:
-            select.select([], [], [], 0.2)
-        except InterruptedError:
-            pass
-        for r in rings:
-            r.drain(ips, counts)
-    for r in rings:
-        libc.ioctl(r.fd, ctypes.c_ulong(IOC_DISABLE), ctypes.c_ulong(0))
-        r.drain(ips, counts)
-    addrs, names = kallsyms()
-    sym, mod, offs = {}, {}, {}
-    for ip, n in ips.items():
-        i = bisect.bisect_right(addrs, ip) - 1
-        name = names[i] if i >= 0 else "? [unknown]"
-        sym[name] = sym.get(name, 0) + n
-        m = name.rsplit(" ", 1)[-1].strip("[]")
-        mod[m] = mod.get(m, 0) + n
+        time.sleep(0.2)
+    rec.send_signal(signal.SIGINT)
+    # perf record ends by raising the signal it stopped on again (after writing its data).
+    if rec.wait() not in (0, -signal.SIGINT):
+        raise SystemExit(f"perf record failed: {rec.stderr.read()[-500:]}")
+    kernel = user = 0
+    sym, mod, offs, chains = {}, {}, {}, {}
+    lost = lost_samples(data)
+    for pid, frames in samples(data):
+        if pid == 0 or not frames:
+            continue  # the idle task, or nothing to attribute
+        ip, name, off, m = frames[0]
+        if ip < KERNEL_MIN:
+            user += 1
+            continue
+        kernel += 1
+        key = f"{name} [{m}]"
+        sym[key] = sym.get(key, 0) + 1
+        mod[m] = mod.get(m, 0) + 1
         if m in annotate:
-            o = offs.setdefault(name, {})
-            o[ip - addrs[i]] = o.get(ip - addrs[i], 0) + n
-    json.dump({"period_ns": period, "kernel": sum(ips.values()), "user": counts["user"],
-               "lost": counts["lost"], "modules": mod,
+            o = offs.setdefault(key, {})
+            o[off] = o.get(off, 0) + 1
+            up = [f"{n} [{fm}]" for _, n, _, fm in frames[1:] if fm != m and n not in SAMPLER][:2]
+            c = " <- ".join([key] + up)
+            chains[c] = chains.get(c, 0) + 1
+    os.unlink(data)
+    json.dump({"period_ns": period, "kernel": kernel, "user": user, "lost": lost, "modules": mod,
                "symbols": dict(sorted(sym.items(), key=lambda kv: -kv[1])),
-               "offsets": {k: dict(sorted(v.items())) for k, v in offs.items()}}, open(out, "w"))
+               "offsets": {k: dict(sorted(v.items())) for k, v in offs.items()},
+               "chains": dict(sorted(chains.items(), key=lambda kv: -kv[1])[:40])}, open(out, "w"))
     os.unlink(out + ".ready")
 
 
