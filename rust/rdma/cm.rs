@@ -361,10 +361,10 @@ impl<H: CmHandler> CmId<H> {
         id: *mut raw::rdma_cm_id,
         ev: *mut raw::rdma_cm_event,
     ) -> kernel::ffi::c_int {
-        // SAFETY: the id is live during its handler and its context is our `Arc<Ctx<H>>`, which
-        // the owner reclaims only after rdma_destroy_id, which waits for running handlers, or,
-        // once this handler gave the id to rdma_cm, at any time: hence the reference taken here
-        // for the rest of the call.
+        // The owner reclaims the context after rdma_destroy_id, which waits for running
+        // handlers, or, once this handler gave the id to rdma_cm, at any time: hence the
+        // reference taken here for the rest of the call.
+        // SAFETY: the id is live during its handler and its context is our `Arc<Ctx<H>>`.
         let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*id).context.cast()) };
         let ctx: Arc<Ctx<H>> = ctx.into();
         if ctx.closing.load(Ordering::Relaxed) || ctx.owner.load(Ordering::Acquire) == GONE {
