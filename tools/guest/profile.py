@@ -43,6 +43,11 @@ def module_of(dso):
     return "vmlinux" if d in ("kernel.kallsyms", "vmlinux") or d.startswith("kernel.kallsyms") else d
 
 
+def frame(m):
+    """(ip, name, offset, module) of a FRAME match."""
+    return int(m.group(1), 16), m.group(2), int(m.group(3) or "0", 16), module_of(m.group(4))
+
+
 def samples(data):
     """The pid and frames [(ip, name, offset, module)] of each sample, leaf first."""
     p = subprocess.Popen(["perf", "script", "-i", data, "-F", "pid,ip,sym,symoff,dso", "--no-demangle"],
@@ -56,7 +61,7 @@ def samples(data):
             continue
         m = FRAME.match(line) if line[0] in " \t" and pid is not None else None
         if m:
-            frames.append((int(m.group(1), 16), m.group(2), int(m.group(3) or "0", 16), module_of(m.group(4))))
+            frames.append(frame(m))
             continue
         if pid is not None:
             yield pid, frames
@@ -65,7 +70,7 @@ def samples(data):
         # A sample without a call chain has its one frame on the same line.
         m = FRAME.match("\t" + head[1]) if len(head) > 1 else None
         if m:
-            frames.append((int(m.group(1), 16), m.group(2), int(m.group(3) or "0", 16), module_of(m.group(4))))
+            frames.append(frame(m))
     if pid is not None:
         yield pid, frames
     if p.wait() != 0:

@@ -87,10 +87,9 @@ impl<H: CmHandler> CmId<H> {
             // for a running handler.
             unsafe { raw::rdma_destroy_id(self.raw()) };
         }
+        let res = self.ctx();
         // Read after the handler mutex (or the surrender, seen by `gone`): the last QP created.
-        let qp = self.ctx().qp.load(core::sync::atomic::Ordering::Acquire);
-        // SAFETY: `ctx` is still our `Arc<Ctx<H>>` (reclaimed by `Retired`).
-        let res = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow(ctx.cast()) };
+        let qp = res.qp.load(core::sync::atomic::Ordering::Acquire);
         if let Some(r) = res.qp_res.as_ref() {
             // Nothing posts on the QP from here on.
             r.recv_ring().disarm();
