@@ -6,7 +6,7 @@
 #
 # As a vm-run script (tools/bench-scale runs it; give the guest the vCPUs the queue counts need):
 #   scale.sh [quick|full] [rounds=N] [fabric=rxe|siw] [queues="1 2 4 8 16"] [cycles=N]
-#            [resets=N] [ctrls=N] [runtime=S]
+#            [resets=N] [ctrls="1 2 4 8"] [depths="1 4 16 64"] [ioqueues="1 2 4 8"] [runtime=S]
 # Families:
 #   connect  connect and disconnect time and memory (MemAvailable, unreclaimable slab) for one
 #            controller with each number of I/O queues: up to one default queue per vCPU, the
@@ -14,8 +14,14 @@
 #   cycles   N connect/disconnect cycles: time per cycle, and memory before against after.
 #   resets   N controller resets under fio randread: time from the reset to live, and fio must
 #            end without an I/O error.
-#   ctrls    N controllers at once (N subsystems, one each), 4k randread QD8 on every namespace:
-#            IOPS and the whole guest's CPU per I/O; memory per controller at connect.
+#   ctrls    N controllers at once (N subsystems, one each) for each N of ctrls, 4k randread QD8
+#            on every namespace: IOPS, the whole guest's CPU per I/O, completion latency (p50,
+#            p99); memory per controller at connect.
+#   qdepth   how the cost grows with the queue depth: one controller (one I/O queue per vCPU), one
+#            fio job, 4k randread at each depth of depths: IOPS, CPU per I/O, latency.
+#   qcount   how it grows with the I/O queue count: a controller with Q I/O queues for each Q of
+#            ioqueues (at most one per vCPU), one fio job per queue on a vCPU of its own that
+#            blk-mq maps to that queue, 4k randread QD8 each: IOPS, CPU per I/O, latency.
 # Memory figures include the target's side of the connection (it is in the same guest; it is
 # the same target for both drivers): compare the drivers, not the absolute numbers.
 SCALE_OUT=${SCALE_OUT:-${RNVME_RESULTS:-/tmp}/scale}
@@ -120,9 +126,28 @@ sys.exit(1 if j["error"] or j["read"]["total_ios"] == 0 else 0)' "$out" ||
 		reset_s "$(echo "$total / $n" | bc -l)"
 }
 
+# scale_fio_rec FIO_JSON BUSY0 BUSY1 KEY VALUE...: one record from a fio run (group reporting)
+# and the guest's busy ticks around it: IOPS, CPU per I/O, completion latency p50 and p99 (us).
+scale_fio_rec() {
+	local out=$1 b0=$2 b1=$3 figs
+	shift 3
+	figs=$(python3 -c 'import json, sys
+t = open(sys.argv[1]).read()
+j = json.loads(t[t.index("{"):])["jobs"][0]
+r = j["read"]
+pct = r["clat_ns"].get("percentile", {})
+if j["error"] or r["total_ios"] <= 0:
+    sys.exit("no I/O completed")
+print("iops", r["iops"], "cpu_us_per_io", int(sys.argv[2]) * 1e6 / int(sys.argv[3]) / r["total_ios"],
+      "p50_us", pct.get("50.000000", 0) / 1000, "p99_us", pct.get("99.000000", 0) / 1000)' \
+		"$out" "$((b1 - b0))" "$(getconf CLK_TCK)") || { fail "no I/O figures in $out: $(head -c 300 "$out.err")"; return 1; }
+	# shellcheck disable=SC2086
+	scale_rec "$@" $figs
+}
+
 # scale_ctrls DRIVER FABRIC ROUND N RUNTIME
 scale_ctrls() {
-	local d=$1 f=$2 r=$3 n=$4 rt=$5 i m0 m1 ctrls=() devs=() b0 b1 out=$SCALE_OUT/ctrls-$d-$r.json args=()
+	local d=$1 f=$2 r=$3 n=$4 rt=$5 i m0 m1 ctrls=() devs=() b0 b1 out=$SCALE_OUT/ctrls-$d-$r-$4.json args=()
 	read -r -a m0 <<<"$(scale_mem)"
 	for ((i = 1; i <= n; i++)); do
 		dp_connect "$f" "nqn.2026-12.io.rnvme:scale-$f-$i" -i "$(nproc)" && dp_ns "nqn.2026-12.io.rnvme:scale-$f-$i" || return 1
@@ -136,37 +161,75 @@ scale_ctrls() {
 		--output="$out" "${args[@]}" >/dev/null 2>"$out.err" || { fail "$d: fio on $n controllers: $(head -c 300 "$out.err")"; return 1; }
 	b1=$(cpu_busy)
 	for i in "${ctrls[@]}"; do dp_disconnect "$i" || return 1; done
-	local iops ios
-	read -r iops ios < <(python3 -c 'import json, sys
-j = json.load(open(sys.argv[1]))["jobs"][0]
-print(j["read"]["iops"], j["read"]["total_ios"])' "$out")
-	[ "${ios:-0}" -gt 0 ] || { fail "$d: no I/O completed on $n controllers"; return 1; }
-	scale_rec family ctrls driver "$d" fabric "$f" round "$r" ctrls "$n" iops "$iops" \
-		cpu_us_per_io "$(echo "($b1 - $b0) * 1000000 / $(getconf CLK_TCK) / $ios" | bc -l)" \
+	scale_fio_rec "$out" "$b0" "$b1" family ctrls driver "$d" fabric "$f" round "$r" ctrls "$n" \
 		mem_kib_per_ctrl $(((m0[0] - m1[0]) / n)) slab_kib_per_ctrl $(((m1[1] - m0[1]) / n))
+}
+
+# scale_qdepth DRIVER FABRIC NQN ROUND RUNTIME DEPTHS...: one connection, one fio job per depth.
+scale_qdepth() {
+	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 qd b0 b1 out
+	shift 5
+	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
+	for qd in "$@"; do
+		out=$SCALE_OUT/qdepth-$d-$r-$qd.json
+		b0=$(cpu_busy)
+		fio --name=qd"$qd" --filename="$DP_NS" --direct=1 --rw=randread --bs=4k --iodepth="$qd" \
+			--ioengine=libaio --time_based --runtime="$rt" --norandommap --randrepeat=0 \
+			--output-format=json --output="$out" >/dev/null 2>"$out.err" || { fail "$d: fio at QD$qd: $(head -c 300 "$out.err")"; return 1; }
+		b1=$(cpu_busy)
+		scale_fio_rec "$out" "$b0" "$b1" family qdepth driver "$d" fabric "$f" round "$r" qd "$qd" || return 1
+	done
+	dp_disconnect "$DP_CTRL"
+}
+
+# scale_qcount DRIVER FABRIC NQN ROUND RUNTIME Q: a controller with Q I/O queues, Q fio jobs, job
+# i on vCPU i * nproc / Q: blk-mq's default map gives each queue an equal run of consecutive
+# vCPUs, so each job submits on a queue of its own.
+scale_qcount() {
+	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 q=$6 n i cpus=() b0 b1 out=$SCALE_OUT/qcount-$d-$r-$6.json qc
+	n=$(nproc)
+	dp_connect "$f" "$nqn" -i "$q" && dp_ns "$nqn" || return 1
+	qc=$(cat "$DP_CTRL/queue_count")
+	[ "$qc" = $((q + 1)) ] || { fail "$d: asked for $q I/O queues, got $((qc - 1))"; return 1; }
+	for ((i = 0; i < q; i++)); do cpus+=($((i * n / q))); done
+	b0=$(cpu_busy)
+	fio --name=qc"$q" --filename="$DP_NS" --direct=1 --rw=randread --bs=4k --iodepth=8 \
+		--numjobs="$q" --cpus_allowed="$(IFS=,; echo "${cpus[*]}")" --cpus_allowed_policy=split \
+		--ioengine=libaio --time_based --runtime="$rt" --norandommap --randrepeat=0 \
+		--group_reporting --output-format=json --output="$out" >/dev/null 2>"$out.err" ||
+		{ fail "$d: fio on $q queues: $(head -c 300 "$out.err")"; return 1; }
+	b1=$(cpu_busy)
+	dp_disconnect "$DP_CTRL" || return 1
+	scale_fio_rec "$out" "$b0" "$b1" family qcount driver "$d" fabric "$f" round "$r" queues "$q"
 }
 
 # scale_main [quick|full] [key=value...]
 scale_main() {
-	local mode=${1:-full} rounds=2 f=rxe queues="1 2 4 8 16" cycles=100 resets=20 nctrl=8 rt=5 a r d q i
-	local t0=$SECONDS nqn
+	local mode=${1:-full} rounds=2 f=rxe queues="1 2 4 8 16" cycles=100 resets=20 ctrls="1 2 4 8" rt=5 a r d q i
+	local depths="1 4 16 64" ioqueues="1 2 4 8" t0=$SECONDS nqn nctrl
 	[ $# -eq 0 ] || shift
-	[ "$mode" = quick ] && { rounds=1 queues="1 2" cycles=5 resets=2 nctrl=2 rt=2; }
+	[ "$mode" = quick ] && { rounds=1 queues="1 2" cycles=5 resets=2 ctrls="1 2" depths="1 16" ioqueues="1 2" rt=2; }
 	for a in "$@"; do
 		case "$a" in
 		rounds=*) rounds=${a#*=};; fabric=*) f=${a#*=};; queues=*) queues=${a#*=};;
-		cycles=*) cycles=${a#*=};; resets=*) resets=${a#*=};; ctrls=*) nctrl=${a#*=};;
-		runtime=*) rt=${a#*=};;
+		cycles=*) cycles=${a#*=};; resets=*) resets=${a#*=};; ctrls=*) ctrls=${a#*=};;
+		depths=*) depths=${a#*=};; ioqueues=*) ioqueues=${a#*=};; runtime=*) rt=${a#*=};;
 		*) fail "unknown scale argument '$a'"; return 1;;
 		esac
 	done
 	for q in $queues; do
 		[ "$q" -le $((2 * $(nproc))) ] || { fail "$q I/O queues need $(((q + 1) / 2)) vCPUs, the guest has $(nproc)"; return 1; }
 	done
+	for q in $ioqueues; do
+		[ "$q" -le "$(nproc)" ] || { fail "$q I/O queues with a vCPU each need $q vCPUs, the guest has $(nproc)"; return 1; }
+	done
+	nctrl=0
+	for i in $ctrls; do [ "$i" -le "$nctrl" ] || nctrl=$i; done
 	rm -rf "$SCALE_OUT"; mkdir -p "$SCALE_OUT" && : >"$SCALE_OUT/results.jsonl" || return 1
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" fabric "$f" \
-		queues "$queues" cycles "$cycles" resets "$resets" ctrls "$nctrl" runtime_s "$rt" \
+		queues "$queues" cycles "$cycles" resets "$resets" ctrls "$ctrls" depths "$depths" \
+		ioqueues "$ioqueues" runtime_s "$rt" \
 		vcpus "$(nproc)" fio "$(fio --version)" \
 		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" \
 		date "$(date -u +%FT%TZ)" >"$SCALE_OUT/meta.json"
@@ -184,13 +247,16 @@ scale_main() {
 			for q in $queues; do scale_connect "$d" "$f" "$nqn" "$r" "$q" || return 1; done
 			scale_cycles "$d" "$f" "$nqn" "$r" "$cycles" || return 1
 			scale_resets "$d" "$f" "$nqn" "$r" "$resets" || return 1
-			scale_ctrls "$d" "$f" "$r" "$nctrl" "$rt" || return 1
+			for i in $ctrls; do scale_ctrls "$d" "$f" "$r" "$i" "$rt" || return 1; done
+			# shellcheck disable=SC2086
+			scale_qdepth "$d" "$f" "$nqn" "$r" "$rt" $depths || return 1
+			for q in $ioqueues; do scale_qcount "$d" "$f" "$nqn" "$r" "$rt" "$q" || return 1; done
 			dp_unload || return 1
 		done
 	done
 	local n want
 	n=$(wc -l <"$SCALE_OUT/results.jsonl")
-	want=$((rounds * 2 * ($(wc -w <<<"$queues") + 3)))
+	want=$((rounds * 2 * ($(wc -w <<<"$queues") + 2 + $(wc -w <<<"$ctrls $depths $ioqueues"))))
 	[ "$n" = "$want" ] || { fail "$n results, expected $want"; return 1; }
 	info "$n measurements in $((SECONDS - t0)) s; results in $SCALE_OUT"
 }
