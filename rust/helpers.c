@@ -151,32 +151,6 @@ void *rnvme_blk_mq_rq_to_pdu(struct request *rq)
 	return blk_mq_rq_to_pdu(rq);
 }
 
-bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result)
-{
-	return nvme_try_complete_req(rq, status, result);
-}
-
-int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir,
-		      struct scatterlist *first_chunk)
-{
-	int ret, nents;
-
-	/* As the C driver: up to RNVME_INLINE_SG_CNT entries live in the request, never allocated. */
-	sgt->sgl = first_chunk;
-	ret = sg_alloc_table_chained(sgt, blk_rq_nr_phys_segments(rq), first_chunk,
-				     RNVME_INLINE_SG_CNT);
-	if (ret)
-		return ret;
-	sgt->nents = blk_rq_map_sg(rq, sgt->sgl);
-	*dir = rq_dma_dir(rq);
-	nents = ib_dma_map_sg(dev, sgt->sgl, sgt->nents, *dir);
-	if (nents <= 0) {
-		sg_free_table_chained(sgt, RNVME_INLINE_SG_CNT);
-		return -EIO;
-	}
-	return nents;
-}
-
 void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir)
 {
 	ib_dma_unmap_sg(dev, sgt->sgl, sgt->nents, dir);

@@ -64,7 +64,6 @@ void rnvme_nvme_init_reset_work(struct nvme_ctrl *ctrl, void (*fn)(struct work_s
 /* blk-mq / nvme request helpers (static inline). */
 struct request;
 void *rnvme_blk_mq_rq_to_pdu(struct request *rq);
-bool rnvme_nvme_try_complete_req(struct request *rq, __le16 status, union nvme_result result);
 
 /* Data path: scatterlists, memory registration, blk-mq and nvme inline helpers. */
 struct scatterlist;
@@ -74,12 +73,9 @@ struct blk_mq_tags;
 struct nvme_command;
 /* Scatterlist entries kept in each request (NVME_INLINE_SG_CNT of the C host drivers). */
 #define RNVME_INLINE_SG_CNT 2
-/* Maps the request's data into @sgt (sg_alloc_table_chained: the first RNVME_INLINE_SG_CNT
- * entries in @first_chunk, inside the request; more are allocated, GFP_ATOMIC) and DMA-maps it
- * for @dev in direction *@dir (set from the request); returns the number of mapped entries or a
- * negative errno. rnvme_unmap_rq_data() undoes it with the same @dir. */
-int rnvme_map_rq_data(struct request *rq, struct ib_device *dev, struct sg_table *sgt, int *dir,
-		      struct scatterlist *first_chunk);
+/* Undoes the data mapping of a hardware device's request (rust/nvme/mapping.rs maps it: a
+ * scatterlist with the first RNVME_INLINE_SG_CNT entries inside the request, DMA-mapped in
+ * direction @dir). */
 void rnvme_unmap_rq_data(struct ib_device *dev, struct sg_table *sgt, int dir);
 bool rnvme_rq_is_passthrough(struct request *rq);
 struct request *rnvme_nvme_find_rq(struct blk_mq_tags *tags, u16 command_id);

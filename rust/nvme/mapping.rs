@@ -50,7 +50,7 @@ impl<M: MqOps> Request<M> {
 
     /// Builds a scatterlist of the request's data and DMA-maps it for `dev`, in `slot`: the
     /// request's own slot, where the mapping stays until the request's use ends, so the table is
-    /// written there by the C helper rather than built elsewhere and moved. Dropping the mapping
+    /// written there rather than built elsewhere and moved. Dropping the mapping
     /// unmaps and frees it. On error the slot holds an empty mapping, whose drop does nothing.
     /// The slot is the empty one of a new use: a mapping found there would be forgotten, not
     /// released (nothing is looked for).
@@ -73,22 +73,49 @@ impl<M: MqOps> Request<M> {
         let first = unsafe { self.pdu().add(1).cast::<raw::scatterlist>() };
         // (`first` has room for `RNVME_INLINE_SG_CNT` entries that no other mapping of this
         // request uses: one mapping per use of the request, released before the next.)
-        // SAFETY: the request is owned by the caller and has data segments; `table`, `dir` are
-        // writable; `dev` is a registered device; `first` is this request's alone (above).
-        let n = unsafe {
-            raw::rnvme_map_rq_data(
-                self.as_raw(),
-                dev.as_raw(),
-                &mut sg.table,
-                &mut sg.dir,
-                first,
-            )
+        // What C's `nvme_rdma_dma_map_req` does, its static inlines done here (no helper call).
+        let rq = self.as_raw();
+        // `blk_rq_nr_phys_segments`.
+        // SAFETY: the request is owned by the caller (type invariant); its flags and segment
+        // count are fixed while it is.
+        let segs = unsafe {
+            if (*rq).rq_flags & (1 << raw::rqf_flags___RQF_SPECIAL_PAYLOAD) != 0 {
+                1
+            } else {
+                (*rq).nr_phys_segments
+            }
         };
-        // INVARIANT: on success `table` is allocated and mapped with `n > 0` DMA entries on `dev`
-        // in direction `dir`; on error the helper freed it and `nents` stays 0 (empty). The
-        // caller keeps the device (its queue's device context) until it dropped the mapping.
-        sg.nents = n.max(0);
-        to_result(n)?;
+        sg.table.sgl = first;
+        // SAFETY: `table` is the slot's empty table, `first` a first chunk of
+        // `RNVME_INLINE_SG_CNT` entries of this request's alone (above). On failure the table is
+        // freed by the call and `nents` stays 0 (an empty mapping).
+        to_result(unsafe {
+            raw::sg_alloc_table_chained(&mut sg.table, segs.into(), first, raw::RNVME_INLINE_SG_CNT)
+        })?;
+        let mut last = core::ptr::null_mut();
+        // SAFETY: the table was allocated above for the request's segments (`blk_rq_map_sg`).
+        let mapped = unsafe { raw::__blk_rq_map_sg(rq, sg.table.sgl, &mut last) };
+        sg.table.nents = mapped as u32;
+        // `rq_dma_dir`: a write operation has the lowest bit of its op set (`op_is_write`).
+        // SAFETY: as above.
+        let dir = if unsafe { (*rq).cmd_flags } & 1 != 0 {
+            raw::dma_data_direction::DMA_TO_DEVICE
+        } else {
+            raw::dma_data_direction::DMA_FROM_DEVICE
+        };
+        sg.dir = dir.0;
+        // SAFETY: the table's first `mapped` entries describe the request's data, which stays
+        // valid until the request ends, after the mapping is dropped (unmapped with `dir`).
+        let n = unsafe { dev.dma_map_sg(sg.table.sgl, mapped, dir) };
+        if n <= 0 {
+            // SAFETY: allocated above with the same first chunk, not mapped; freed once.
+            unsafe { raw::sg_free_table_chained(&mut sg.table, raw::RNVME_INLINE_SG_CNT) };
+            return Err(EIO);
+        }
+        // INVARIANT: `table` is allocated and mapped with `n > 0` DMA entries on `dev` in
+        // direction `dir`. The caller keeps the device (its queue's device context) until it
+        // dropped the mapping.
+        sg.nents = n;
         Ok(sg)
     }
 }

@@ -249,12 +249,46 @@ impl<M: MqOps> Request<M> {
     /// Records the completion `status` (as in the CQE, phase bit included) and `result`, and
     /// completes the request, remotely if blk-mq wants that. Returns `false` when the caller must
     /// complete it locally with [`Request::complete_local`].
+    ///
+    /// `nvme_try_complete_req`, a static inline C would inline into its receive handler: done
+    /// here, calling what it calls, so the completion costs no call into a helper.
+    #[inline(always)]
     pub(crate) fn try_complete(&self, status: u16, result: u64) -> bool {
-        // SAFETY: an all-zero union is valid; then the 64-bit member is set.
-        let mut r: raw::nvme_completion_nvme_result = unsafe { core::mem::zeroed() };
-        r.u64_ = core::mem::ManuallyDrop::new(result);
-        // SAFETY: the request is in flight (type invariant).
-        unsafe { raw::rnvme_nvme_try_complete_req(self.as_raw(), status, r) }
+        let rq = self.as_raw();
+        let nreq = self.nreq();
+        // SAFETY: the request is in flight and its completion is being recorded by the one that
+        // ends it (type invariant, `ReqEnd`): nothing else writes its `nvme_request` now; its
+        // `ctrl` was set by `init_request_cb` and outlives the request.
+        unsafe {
+            if (*(*nreq).ctrl).quirks
+                & (raw::nvme_quirks_NVME_QUIRK_SKIP_CID_GEN as kernel::ffi::c_ulong)
+                == 0
+            {
+                (*nreq).genctr = (*nreq).genctr.wrapping_add(1);
+            }
+            (*nreq).status = u16::from_le(status) >> 1;
+            (*nreq).result.u64_ = core::mem::ManuallyDrop::new(result);
+        }
+        // Fault injection (`nvme_should_fail`), compiled in only where C has it.
+        #[cfg(CONFIG_FAULT_INJECTION_DEBUG_FS)]
+        // SAFETY: as above; the status is recorded.
+        unsafe {
+            raw::nvme_should_fail(rq)
+        };
+        #[cfg(CONFIG_FAIL_IO_TIMEOUT)]
+        {
+            // `blk_should_fake_timeout`: a queue flag read once, as `test_bit` does.
+            // SAFETY: the request's queue outlives it; `queue_flags` is a word of flag bits.
+            let flags = unsafe { core::ptr::read_volatile(&raw const (*(*rq).q).queue_flags) };
+            if flags & (1 << raw::QUEUE_FLAG_FAIL_IO) != 0
+                // SAFETY: as above.
+                && unsafe { raw::__blk_should_fake_timeout((*rq).q) }
+            {
+                return true;
+            }
+        }
+        // SAFETY: the request is in flight and its completion is recorded (above).
+        unsafe { raw::blk_mq_complete_request_remote(rq) }
     }
 
     /// Ends the request with the status recorded by [`Request::try_complete`] (`nvme_complete_rq`).

@@ -125,6 +125,31 @@ impl Device {
         }
     }
 
+    /// DMA-maps the first `nents` entries of the scatterlist `sg` for the device in direction
+    /// `dir` (`ib_dma_map_sg`, a static inline: done here, calling what it calls). Returns the
+    /// number of DMA entries, 0 or negative on failure.
+    ///
+    /// # Safety
+    ///
+    /// `sg` is a valid scatterlist of at least `nents` entries, pointing at memory that stays
+    /// valid until it is unmapped with the same direction.
+    #[inline(always)]
+    pub(crate) unsafe fn dma_map_sg(
+        &self,
+        sg: *mut raw::scatterlist,
+        nents: i32,
+        dir: raw::dma_data_direction,
+    ) -> i32 {
+        #[cfg(CONFIG_INFINIBAND_VIRT_DMA)]
+        if self.uses_virt_dma() {
+            // SAFETY: the device is registered (type invariant); `sg` as the caller guarantees.
+            return unsafe { raw::ib_dma_virt_map_sg(self.0.get(), sg, nents) };
+        }
+        // SAFETY: the device is registered with a DMA device (type invariant, not a software
+        // one); `sg` as the caller guarantees. The count is at most `nents`, which fits.
+        unsafe { raw::dma_map_sg_attrs((*self.0.get()).dma_device, sg, nents, dir, 0) as i32 }
+    }
+
     /// A copy of the device's name, e.g. `eth0_rxe`.
     ///
     /// A copy, because a rename may free the `struct device` name at any time; the fixed
