@@ -79,6 +79,24 @@ def samples(data, *args):
         raise SystemExit(f"perf script failed ({p.returncode})")
 
 
+# "   1234 ffffffffc0a1b2c3 name+0x23 ([module])": perf script -G, one sample per line.
+FLAT = re.compile(r"^\s*(\d+)\s+([0-9a-f]+)\s+(.*?)(?:\+0x([0-9a-f]+))?\s+\((.*)\)\s*$")
+
+
+def flat_samples(data):
+    """The pid and sampled frame [(ip, name, offset, module)] of each sample, without the call
+    chains (perf script -G prints one line per sample)."""
+    p = subprocess.Popen(["perf", "script", "-i", data, "-F", "pid,ip,sym,symoff,dso", "--no-demangle", "-G"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
+    for line in p.stdout:
+        m = FLAT.match(line)
+        if m:
+            yield int(m.group(1)), [(int(m.group(2), 16), m.group(3), int(m.group(4) or "0", 16),
+                                     module_of(m.group(5)))]
+    if p.wait() != 0:
+        raise SystemExit(f"perf script failed ({p.returncode})")
+
+
 def lost_samples(data):
     """What perf could not record (its ring buffers full): the LOST counts of perf report --stats."""
     out = subprocess.run(["perf", "report", "-i", data, "--stats"], capture_output=True, text=True).stdout
@@ -116,7 +134,7 @@ def main():
     # Two passes: every sample without its call chain (-G), then the call chains of only the
     # samples in the MODULEs named (--dsos). Under TCG, resolving and printing the chains of every
     # sample took ~7 times as long as both passes together (a 30 s profile, ~250,000 samples).
-    for pid, frames in samples(data, "-G"):
+    for pid, frames in flat_samples(data):
         if pid == 0 or not frames:
             continue  # the idle task, or nothing to attribute
         ip, name, off, m = frames[0]
