@@ -387,7 +387,7 @@ impl Mr {
     ///
     /// `ib_map_mr_sg` then `ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey))`, as C's
     /// `nvme_rdma_map_sg_fr` (the key update is a static inline, done here rather than in a shim).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn map(&mut self, sgl: *mut raw::scatterlist, nents: i32) -> Result {
         let mr = self.mr.as_ptr();
         // SAFETY: the MR is valid and exclusively ours (`&mut`); `sgl` is a DMA-mapped list of
