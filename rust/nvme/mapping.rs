@@ -75,16 +75,12 @@ impl<M: MqOps> Request<M> {
         // request uses: one mapping per use of the request, released before the next.)
         // What C's `nvme_rdma_dma_map_req` does, its static inlines done here (no helper call).
         let rq = self.as_raw();
-        // `blk_rq_nr_phys_segments`.
-        // SAFETY: the request is owned by the caller (type invariant); its flags and segment
-        // count are fixed while it is.
-        let segs = unsafe {
-            if (*rq).rq_flags & (1 << raw::rqf_flags___RQF_SPECIAL_PAYLOAD) != 0 {
-                1
-            } else {
-                (*rq).nr_phys_segments
-            }
-        };
+        // `sg_alloc_table_chained` BUGs on zero entries: a request without data has nothing to
+        // map (the caller maps only requests with segments; this keeps the function safe).
+        let segs = self.nr_phys_segments();
+        if segs == 0 {
+            return Err(EINVAL);
+        }
         sg.table.sgl = first;
         // SAFETY: `table` is the slot's empty table, `first` a first chunk of
         // `RNVME_INLINE_SG_CNT` entries of this request's alone (above). On failure the table is
@@ -96,9 +92,8 @@ impl<M: MqOps> Request<M> {
         // SAFETY: the table was allocated above for the request's segments (`blk_rq_map_sg`).
         let mapped = unsafe { raw::__blk_rq_map_sg(rq, sg.table.sgl, &mut last) };
         sg.table.nents = mapped as u32;
-        // `rq_dma_dir`: a write operation has the lowest bit of its op set (`op_is_write`).
-        // SAFETY: as above.
-        let dir = if unsafe { (*rq).cmd_flags } & 1 != 0 {
+        // `rq_dma_dir`.
+        let dir = if self.is_write() {
             raw::dma_data_direction::DMA_TO_DEVICE
         } else {
             raw::dma_data_direction::DMA_FROM_DEVICE
