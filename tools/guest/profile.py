@@ -49,13 +49,29 @@ def frame(m):
     return int(m.group(1), 16), m.group(2), int(m.group(3) or "0", 16), module_of(m.group(4))
 
 
-def samples(data, *args):
-    """The pid and frames [(ip, name, offset, module)] of each sample perf script gives with
-    ARGS, leaf first."""
+def perf_script(data, *args):
+    """The lines of `perf script` on DATA with ARGS (pid, ip, symbol+offset, dso; unmangled)."""
     p = subprocess.Popen(["perf", "script", "-i", data, "-F", "pid,ip,sym,symoff,dso", "--no-demangle", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
+    yield from p.stdout
+    if p.wait() != 0:
+        raise SystemExit(f"perf script failed ({p.returncode})")
+
+
+def head_sample(line):
+    """The pid of a sample's first line and its frame if the line has one (a sample without a
+    call chain has its one frame on that line: "   1234 ffffffffc0a1b2c3 name+0x23 ([module])")."""
+    head = line.split(None, 1)
+    pid = int(head[0]) if head and head[0].isdigit() else -1
+    m = FRAME.match("\t" + head[1]) if len(head) > 1 else None
+    return pid, [frame(m)] if m else []
+
+
+def samples(data, *args):
+    """The pid and frames [(ip, name, offset, module)] of each sample with its call chain, leaf
+    first (perf script with ARGS: a first line with the pid, a line per frame, a blank line)."""
     pid, frames = None, []
-    for line in p.stdout:
+    for line in perf_script(data, *args):
         if not line.strip():
             if pid is not None:
                 yield pid, frames
@@ -67,34 +83,17 @@ def samples(data, *args):
             continue
         if pid is not None:
             yield pid, frames
-        head = line.split(None, 1)
-        pid, frames = (int(head[0]) if head and head[0].isdigit() else -1), []
-        # A sample without a call chain has its one frame on the same line.
-        m = FRAME.match("\t" + head[1]) if len(head) > 1 else None
-        if m:
-            frames.append(frame(m))
+        pid, frames = head_sample(line)
     if pid is not None:
         yield pid, frames
-    if p.wait() != 0:
-        raise SystemExit(f"perf script failed ({p.returncode})")
-
-
-# "   1234 ffffffffc0a1b2c3 name+0x23 ([module])": perf script -G, one sample per line.
-FLAT = re.compile(r"^\s*(\d+)\s+([0-9a-f]+)\s+(.*?)(?:\+0x([0-9a-f]+))?\s+\((.*)\)\s*$")
 
 
 def flat_samples(data):
-    """The pid and sampled frame [(ip, name, offset, module)] of each sample, without the call
-    chains (perf script -G prints one line per sample)."""
-    p = subprocess.Popen(["perf", "script", "-i", data, "-F", "pid,ip,sym,symoff,dso", "--no-demangle", "-G"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, errors="replace")
-    for line in p.stdout:
-        m = FLAT.match(line)
-        if m:
-            yield int(m.group(1)), [(int(m.group(2), 16), m.group(3), int(m.group(4) or "0", 16),
-                                     module_of(m.group(5)))]
-    if p.wait() != 0:
-        raise SystemExit(f"perf script failed ({p.returncode})")
+    """The pid and sampled frame of each sample, without the call chains (perf script -G prints
+    one line per sample)."""
+    for line in perf_script(data, "-G"):
+        if line.strip():
+            yield head_sample(line)
 
 
 def lost_samples(data):
