@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: bench-scale misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+.PHONY: bench-scale bench-soak misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
 	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
@@ -97,6 +97,12 @@ bench:
 bench-scale:
 	@tools/bench-scale $(SCALE)
 
+# make bench-soak [SOAK_MIN=120] [SOAK="--cpus 4 ..."]: the long scale run (opt-in, hours).
+SOAK_MIN ?= 120
+bench-soak:
+	@tools/bench-scale rounds=1 queues= depths= ioqueues= cycles=1000 resets=1000 reset_gap=0.2 \
+		ctrls="1 8 16 32" soak=$(SOAK_MIN) $(SOAK)
+
 demo:
 	@tools/demo $(FLAVOUR)
 
@@ -161,6 +167,10 @@ help:
 	@echo "                     I/O, CPU per I/O and latency by queue depth (1-64) and loaded queue count"
 	@echo "                     (1-8); report.md and a plot per family under bench-results/"
 	@echo "                     (SCALE='--quick' for a smoke run)"
+	@echo "  make bench-soak    the long run, opt-in: one round of 1,000 connect/disconnect cycles, 1,000"
+	@echo "                     resets under I/O, 1-32 controllers under I/O, then SOAK_MIN (default 120)"
+	@echo "                     minutes per driver of checked writes (fio verify) with a reset each minute;"
+	@echo "                     C vs rnvme_rdma in one boot (2 x SOAK_MIN + ~75 min; SOAK='--cpus 4')"
 	@echo "  make misbehave     the misbehaving target (tools/guest/badtarget.py, rxe) against rnvme_rdma and"
 	@echo "                     the C nvme_rdma in one boot of the debug kernel: one bt-result line per"
 	@echo "                     behaviour and driver (~15 min; make check runs rnvme_rdma's half);"
