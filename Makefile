@@ -8,7 +8,7 @@ KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: bench-scale bench-soak misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+.PHONY: bench-scale bench-soak bench-insns misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
 	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
@@ -97,6 +97,10 @@ bench:
 bench-scale:
 	@tools/bench-scale $(SCALE)
 
+# make bench-insns [INSNS="rounds=2 fabrics=rxe ..."]: exact instructions per I/O, C vs rnvme_rdma.
+bench-insns:
+	@tools/bench-insns $(INSNS)
+
 # make bench-soak [SOAK_MIN=120] [SOAK="--cpus 4 ..."]: the long scale run (opt-in, hours).
 SOAK_MIN ?= 120
 bench-soak:
@@ -167,6 +171,9 @@ help:
 	@echo "                     I/O, CPU per I/O and latency by queue depth (1-64) and loaded queue count"
 	@echo "                     (1-8); report.md and a plot per family under bench-results/"
 	@echo "                     (SCALE='--quick' for a smoke run)"
+	@echo "  make bench-insns   the instructions each driver executes in its own module per I/O, counted"
+	@echo "                     exactly by QEMU (TCG plugin tools/insncount) in one boot of the release"
+	@echo "                     kernel, by module and symbol, rxe and siw (~15 min; INSNS='fabrics=rxe')"
 	@echo "  make bench-soak    the long run, opt-in: one round of 1,000 connect/disconnect cycles, 1,000"
 	@echo "                     resets under I/O, 1-32 controllers under I/O, then SOAK_MIN (default 120)"
 	@echo "                     minutes per driver of checked writes (fio verify) with a reset each minute;"

@@ -6,7 +6,10 @@
 # per measurement in $BENCH_OUT/results.jsonl; tools/bench-report turns them into the report.
 #
 # As a vm-run script: bench.sh [quick|full] [rounds=N] [fabrics=rxe,siw] [runtime=S]
-# (tools/bench runs it). Sourced by suite.sh, group `bench`: one quick round on rxe, a smoke test
+#   [profile_runtime=S] [workloads="qd1 poll ..."] [profile="qd32 ..."] [ceilings=0]
+# (tools/bench runs it). workloads= measures only those (default all), profile= profiles only
+# those (default: the profiled workloads among them), ceilings=0 skips the nvme-loop and
+# raw-verbs ceilings (a focused run, e.g. one workload over many rounds). Sourced by suite.sh, group `bench`: one quick round on rxe, a smoke test
 # that the benchmark works (no verdict on speed).
 
 # Workloads (see bench_fio): 4k randread QD1 (latency), 4k randread QD32 x one job per vCPU
@@ -231,7 +234,7 @@ print(json.dumps(rec))' "$f" "$r" "$w" <<<"$out" >>"$BENCH_OUT/results.jsonl" ||
 # round of 2 s points on rxe. The profiled runs last runtime seconds unless profile_runtime says
 # otherwise (a longer one gives the transport's small share of the samples a finer resolution).
 bench_main() {
-	local mode=${1:-full} rounds=4 fabrics="rxe siw" rt=5 a f r d nqn t0=$SECONDS n want
+	local mode=${1:-full} rounds=4 fabrics="rxe siw" rt=5 a f r d nqn t0=$SECONDS n want ceilings=1 prof=default
 	[ $# -eq 0 ] || shift
 	[ "$mode" = quick ] && { rounds=1 fabrics=rxe rt=2; }
 	BENCH_PROFILE_RT=
@@ -239,9 +242,15 @@ bench_main() {
 		case "$a" in
 		rounds=*) rounds=${a#*=};; runtime=*) rt=${a#*=};; fabrics=*) fabrics=${a#*=}; fabrics=${fabrics//,/ };;
 		profile_runtime=*) BENCH_PROFILE_RT=${a#*=};;
+		workloads=*) BENCH_WORKLOADS=${a#*=};; profile=*) prof=${a#*=};; ceilings=*) ceilings=${a#*=};;
 		*) fail "unknown bench argument '$a'"; return 1;;
 		esac
 	done
+	if [ "$prof" = default ]; then
+		prof=
+		for a in $BENCH_PROFILE; do [[ " $BENCH_WORKLOADS " != *" $a "* ]] || prof+=" $a"; done
+	fi
+	BENCH_PROFILE=$prof
 	rm -rf "$BENCH_OUT"; mkdir -p "$BENCH_OUT" && : >"$BENCH_OUT/results.jsonl" && : >"$BENCH_OUT/profiles.jsonl" || return 1
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" runtime_s "$rt" \
@@ -261,12 +270,13 @@ bench_main() {
 				info "$f round $r/$rounds: $d"
 				bench_driver "$d" "$f" "$nqn" "$r" "$rt" || return 1
 			done
+			[ "$ceilings" = 0 ] && continue
 			info "$f round $r/$rounds: raw verbs (perftest)"
 			bench_verbs "$f" "$r" || return 1
 		done
 	done
 	nqn=nqn.2026-11.io.rnvme:bench-${fabrics%% *}
-	for ((r = 1; r <= rounds; r++)); do
+	for ((r = 1; r <= rounds * ceilings; r++)); do
 		info "nvme-loop round $r/$rounds"
 		bench_loop "$nqn" "$r" "$rt" || return 1
 	done
@@ -277,7 +287,7 @@ bench_main() {
 	local np=0
 	for a in $BENCH_WORKLOADS; do [[ " $BENCH_POLLED " = *" $a "* ]] || np=$((np + 1)); done
 	set -- $BENCH_WORKLOADS
-	want=$(($(wc -w <<<"$fabrics") * rounds * (2 * $# + $(wc -w <<<"$BENCH_VERBS")) + rounds * np))
+	want=$(($(wc -w <<<"$fabrics") * rounds * (2 * $# + ceilings * $(wc -w <<<"$BENCH_VERBS")) + ceilings * rounds * np))
 	[ "$n" = "$want" ] || { fail "$n results, expected $want"; return 1; }
 	n=$(wc -l <"$BENCH_OUT/profiles.jsonl")
 	want=$(($(wc -w <<<"$fabrics") * 2 * $(wc -w <<<"$BENCH_PROFILE")))
