@@ -23,14 +23,15 @@ insns_mark() {
 	INSNS_MARKS=$((INSNS_MARKS + 1))
 }
 
-# insns_module DRIVER ROUND: the text symbols of every module (a block belongs to the module of
+# insns_module DRIVER FABRIC ROUND: the text symbols of every module (a block belongs to the module of
 # the nearest symbol at or below it) and where the driver's module lies (/proc/modules).
 insns_module() {
 	local m=nvme_rdma
 	[ "$1" = c ] || m=rnvme_rdma
-	awk -v m="$m" '$1 == m { print $1, $2, $6 }' /proc/modules >"$INSNS_OUT/module-$1-$2.txt"
-	awk '$2 ~ /^[tT]$/ && $4 ~ /^\[/' /proc/kallsyms >"$INSNS_OUT/kallsyms-$1-$2.txt"
-	[ -s "$INSNS_OUT/module-$1-$2.txt" ] && grep -q "\[$m\]\$" "$INSNS_OUT/kallsyms-$1-$2.txt" ||
+	# (Each load may put the module elsewhere.)
+	awk -v m="$m" '$1 == m { print $1, $2, $6 }' /proc/modules >"$INSNS_OUT/module-$2-$1-$3.txt"
+	awk '$2 ~ /^[tT]$/ && $4 ~ /^\[/' /proc/kallsyms >"$INSNS_OUT/kallsyms-$2-$1-$3.txt"
+	[ -s "$INSNS_OUT/module-$2-$1-$3.txt" ] && grep -q "\[$m\]\$" "$INSNS_OUT/kallsyms-$2-$1-$3.txt" ||
 		{ fail "no address or symbols for $m"; return 1; }
 }
 
@@ -53,7 +54,7 @@ sys.exit("no I/O completed") if n <= 0 or j["error"] else print(n)' "$j") || { f
 insns_driver() {
 	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 w polled=()
 	shift 5
-	dp_load "$d" && insns_module "$d" "$r" || return 1
+	dp_load "$d" && insns_module "$d" "$f" "$r" || return 1
 	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
 	for w in "$@"; do
 		if [[ " $BENCH_POLLED " = *" $w "* ]]; then polled+=("$w"); continue; fi
