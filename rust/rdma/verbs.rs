@@ -7,12 +7,17 @@
 
 use super::Device;
 use crate::bindings::raw;
-use core::{ops::Deref, ptr::NonNull};
+use core::{
+    ops::Deref,
+    ptr::NonNull,
+    sync::atomic::{
+        AtomicBool, AtomicPtr,
+        Ordering::{Acquire, Relaxed, Release},
+    },
+};
 use kernel::{
     error::{from_err_ptr, to_result},
-    new_spinlock,
     prelude::*,
-    sync::SpinLock,
 };
 
 /// An owned reference on a registered RDMA device.
@@ -177,66 +182,100 @@ impl Cq {
 ///
 /// Quiescing a queue does not stop `poll` (`bio_poll` holds only the queue's usage counter, and
 /// error recovery does not freeze), so a poller may run while the queue is torn down. The CQ is
-/// therefore only polled under the cell's lock: [`PollCell::clear`] takes it, so once it returns
-/// no poller holds the CQ and its owner may free it. (The C driver calls `ib_process_cq_direct`
-/// unlocked and has this race.) A poller that finds the lock taken (another task polling this
-/// hardware context, or the CQ being withdrawn) returns at once with nothing found; blk-mq polls
-/// again. Concurrent polling itself would be safe (`ib_process_cq_direct` polls into its own
-/// stack array and providers lock `poll_cq`); `ib_drain_qp` polls a direct CQ itself, outside the
-/// lock, before the teardown calls `clear`.
+/// therefore only polled while the cell is held: [`PollCell::clear`] holds it too, so once it
+/// returns no poller holds the CQ and its owner may free it. (The C driver calls
+/// `ib_process_cq_direct` unheld and has this race.) A poller that finds the cell held (another
+/// task polling this hardware context, or the CQ being published or withdrawn) returns at once
+/// with nothing found; blk-mq polls again. Concurrent polling itself would be safe
+/// (`ib_process_cq_direct` polls into its own stack array and providers lock `poll_cq`);
+/// `ib_drain_qp` polls a direct CQ itself, outside the cell, before the teardown calls `clear`.
+///
+/// The cell is a flag, not the kernel crate's `SpinLock`: blk-mq calls `poll` tens of times per
+/// polled I/O while it waits (about 45 on rxe, `make bench-insns`), and the lock's try-lock,
+/// held-assertion and unlock are three calls of out-of-line C helpers from a module, about 20
+/// instructions a poll more than the flag's compare-exchange and store. A poller holds the flag
+/// with preemption enabled, so the withdrawing side sleeps between its attempts rather than
+/// spinning (a waiter that spun could keep a preempted poller off its CPU).
 ///
 /// # Invariants
 ///
-/// The pointer under the lock is null or a live [`PollCtx::Direct`] CQ: its owner publishes it
-/// with [`PollCell::set`] and calls [`PollCell::clear`] before freeing it.
-#[pin_data]
+/// `cq` is null or a live [`PollCtx::Direct`] CQ: its owner publishes it with [`PollCell::set`]
+/// and calls [`PollCell::clear`] before freeing it. `cq` is read and written only by the holder
+/// of `busy`.
 pub(crate) struct PollCell {
-    #[pin]
-    cq: SpinLock<CqPtr>,
+    /// Held by a poller, or by `set` or `clear`.
+    busy: AtomicBool,
+    /// The published CQ (null: none).
+    cq: AtomicPtr<raw::ib_cq>,
 }
-
-/// The published CQ (null: none).
-struct CqPtr(*mut raw::ib_cq);
-
-// SAFETY: a CQ may be polled from any thread; the pointer is only used under `PollCell`'s lock.
-unsafe impl Send for CqPtr {}
 
 impl PollCell {
     /// An empty cell (polling finds nothing).
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Self {
-            cq <- new_spinlock!(CqPtr(core::ptr::null_mut()), "PollCell::cq"),
-        })
+    pub(crate) const fn new() -> Self {
+        Self {
+            busy: AtomicBool::new(false),
+            cq: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+
+    /// Takes the cell if nobody holds it. `Acquire`: what the previous holder wrote is seen.
+    #[inline(always)]
+    fn try_hold(&self) -> bool {
+        self.busy
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    /// Gives the cell back. `Release`: the next holder sees what this one wrote.
+    #[inline(always)]
+    fn release(&self) {
+        self.busy.store(false, Release);
+    }
+
+    /// Holds the cell to set the published CQ to `cq`, sleeping while a poller holds it (a poll
+    /// is bounded: `ib_process_cq_direct` handles what the CQ holds and returns). Process
+    /// context.
+    fn store(&self, cq: *mut raw::ib_cq) {
+        while !self.try_hold() {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_micros(20));
+        }
+        self.cq.store(cq, Relaxed);
+        self.release();
     }
 
     /// Publishes `cq` if it is a [`PollCtx::Direct`] CQ. Its owner must call
     /// [`PollCell::clear`] before it frees it (the queue teardown does, before it drops the
-    /// connection that owns the CQ).
+    /// connection that owns the CQ). Process context.
     pub(crate) fn set(&self, cq: &Cq) {
         if cq.ctx == PollCtx::Direct {
             // INVARIANT: a live direct CQ, withdrawn by its owner before it is freed.
-            self.cq.lock().0 = cq.as_raw();
+            self.store(cq.as_raw());
         }
     }
 
     /// Withdraws the CQ and waits for a running poller to finish with it: after this, the CQ may
-    /// be freed.
+    /// be freed. Process context.
     pub(crate) fn clear(&self) {
-        self.cq.lock().0 = core::ptr::null_mut();
+        self.store(core::ptr::null_mut());
     }
 
     /// Processes the CQ's completions; returns how many (0 also when another task is polling or
-    /// the CQ is being withdrawn).
+    /// the CQ is being published or withdrawn).
+    #[inline(always)]
     pub(crate) fn poll(&self) -> i32 {
-        let Some(cq) = self.cq.try_lock() else {
-            return 0;
-        };
-        if cq.0.is_null() {
+        if !self.try_hold() {
             return 0;
         }
-        // SAFETY: the CQ is a live direct CQ while the lock is held (type invariant: `clear`
-        // takes the lock before its owner frees it).
-        unsafe { raw::ib_process_cq_direct(cq.0, -1) }
+        let cq = self.cq.load(Relaxed);
+        let n = if cq.is_null() {
+            0
+        } else {
+            // SAFETY: the CQ is a live direct CQ while the cell is held (type invariant: `clear`
+            // holds the cell before its owner frees it).
+            unsafe { raw::ib_process_cq_direct(cq, -1) }
+        };
+        self.release();
+        n
     }
 }
 

@@ -421,7 +421,7 @@ impl Queue {
             live: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             qp: QpCell::new(),
-            poll_cq <- PollCell::new(),
+            poll_cq: PollCell::new(),
             num_inline_segments: AtomicU32::new(0),
             inline_size: AtomicU32::new(0),
             mr_pool_empty: AtomicBool::new(false),
