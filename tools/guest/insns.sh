@@ -79,6 +79,10 @@ insns_main() {
 		esac
 	done
 	rm -rf "$INSNS_OUT"; mkdir -p "$INSNS_OUT" && : >"$INSNS_OUT/windows.jsonl" || return 1
+	# The kernel's own text symbols (where it lies does not change: no KASLR), for the helpers
+	# the kernel crate calls (rust_helper_*) and the rest of the kernel.
+	awk 'NF == 3 && $2 ~ /^[tT]$/' /proc/kallsyms >"$INSNS_OUT/kallsyms-vmlinux.txt" &&
+		grep -q " rust_helper_" "$INSNS_OUT/kallsyms-vmlinux.txt" || { fail "no kernel symbols"; return 1; }
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" rounds "$rounds" runtime_s "$rt" \
 		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$workloads" \
