@@ -156,14 +156,23 @@ bench_driver() {
 		for w in $BENCH_PROFILE; do bench_profile "$d" "$f" "$w" "$DP_NS" "${BENCH_PROFILE_RT:-$rt}" || return 1; done
 	fi
 	dp_disconnect "$DP_CTRL" || return 1
-	local polled=()
-	for w in $BENCH_POLLED; do [[ " $BENCH_WORKLOADS " = *" $w "* ]] && polled+=("$w"); done
-	if [ ${#polled[@]} -gt 0 ]; then
-		dp_connect "$f" "$nqn" -i "$(nproc)" -P 1 && dp_ns "$nqn" || return 1
-		for w in "${polled[@]}"; do bench_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1; done
-		dp_disconnect "$DP_CTRL" || return 1
-	fi
+	# shellcheck disable=SC2086
+	bench_polled "$f" "$nqn" "bench_point $d $f $r" "$rt" $BENCH_WORKLOADS || return 1
 	dp_unload
+}
+
+# bench_polled FABRIC NQN "POINT ARGS" RUNTIME WORKLOADS...: the polled ones of WORKLOADS, on a
+# connection with a poll queue (-P 1) made for them: `POINT ARGS WORKLOAD DEV RUNTIME` each
+# (bench_point, insns_point).
+bench_polled() {
+	local f=$1 nqn=$2 rt=$4 w polled=() point
+	read -r -a point <<<"$3"
+	shift 4
+	for w in "$@"; do [[ " $BENCH_POLLED " = *" $w "* ]] && polled+=("$w"); done
+	[ ${#polled[@]} -gt 0 ] || return 0
+	dp_connect "$f" "$nqn" -i "$(nproc)" -P 1 && dp_ns "$nqn" || return 1
+	for w in "${polled[@]}"; do "${point[@]}" "$w" "$DP_NS" "$rt" || return 1; done
+	dp_disconnect "$DP_CTRL"
 }
 
 # bench_loop NQN ROUND RUNTIME: the ceiling: nvme-loop to the same target subsystem (the nvme
@@ -233,6 +242,30 @@ print(json.dumps(rec))' "$f" "$r" "$w" <<<"$out" >>"$BENCH_OUT/results.jsonl" ||
 # often; with the guest's clock counting instructions, 5 s points repeat within ~1%); quick: 1
 # round of 2 s points on rxe. The profiled runs last runtime seconds unless profile_runtime says
 # otherwise (a longer one gives the transport's small share of the samples a finer resolution).
+# bench_meta FILE KEY VALUE...: the run's metadata as one JSON object: the kernel, its flavour,
+# the vCPUs, fio's version, the drivers' order, the date, then KEY VALUE....
+bench_meta() {
+	local out=$1
+	shift
+	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
+		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" vcpus "$(nproc)" fio "$(fio --version)" \
+		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" \
+		date "$(date -u +%FT%TZ)" "$@" >"$out"
+}
+
+# bench_target FABRIC NQN: the fabric up, the target's port on it and a null_blk subsystem NQN.
+bench_target() {
+	fabric_up "$1" >/dev/null && target_port_up "$1" && target_subsys_add "$2" null:1024 >/dev/null &&
+		target_subsys_link "$2" "$1"
+}
+
+# bench_order ROUND: the drivers in the round's order. A B, B A, A B, ...: whichever driver goes
+# second in a round (a machine that slows down over a round, a module load's after-effects) is
+# each driver as often, so an order effect shows as a spread, not as a ratio.
+bench_order() {
+	if [ $(($1 % 2)) = 0 ]; then echo "rnvme c"; else echo "c rnvme"; fi
+}
+
 bench_main() {
 	local mode=${1:-full} rounds=4 fabrics="rxe siw" rt=5 a f r d nqn t0=$SECONDS n want ceilings=1 prof=default
 	[ $# -eq 0 ] || shift
@@ -252,21 +285,13 @@ bench_main() {
 	fi
 	BENCH_PROFILE=$prof
 	rm -rf "$BENCH_OUT"; mkdir -p "$BENCH_OUT" && : >"$BENCH_OUT/results.jsonl" && : >"$BENCH_OUT/profiles.jsonl" || return 1
-	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
-		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" mode "$mode" rounds "$rounds" runtime_s "$rt" \
-		profile_runtime_s "${BENCH_PROFILE_RT:-$rt}" \
-		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$BENCH_WORKLOADS" \
-		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" date "$(date -u +%FT%TZ)" >"$BENCH_OUT/meta.json"
+	bench_meta "$BENCH_OUT/meta.json" mode "$mode" rounds "$rounds" runtime_s "$rt" \
+		profile_runtime_s "${BENCH_PROFILE_RT:-$rt}" fabrics "$fabrics" workloads "$BENCH_WORKLOADS" || return 1
 	for f in $fabrics; do
 		nqn=nqn.2026-11.io.rnvme:bench-$f
-		fabric_up "$f" >/dev/null && target_port_up "$f" && target_subsys_add "$nqn" null:1024 >/dev/null &&
-			target_subsys_link "$nqn" "$f" || return 1
+		bench_target "$f" "$nqn" || return 1
 		for ((r = 1; r <= rounds; r++)); do
-			# A B, B A, A B, ...: whichever driver goes second in a round (a machine that slows
-			# down over a round, a module load's after-effects) is each driver as often, so an
-			# order effect shows as a spread, not as a ratio.
-			local order="c rnvme"; [ $((r % 2)) = 0 ] && order="rnvme c"
-			for d in $order; do
+			for d in $(bench_order "$r"); do
 				info "$f round $r/$rounds: $d"
 				bench_driver "$d" "$f" "$nqn" "$r" "$rt" || return 1
 			done

@@ -52,20 +52,15 @@ sys.exit("no I/O completed") if n <= 0 or j["error"] else print(n)' "$j") || { f
 
 # insns_driver DRIVER FABRIC NQN ROUND RUNTIME WORKLOADS...
 insns_driver() {
-	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 w polled=()
+	local d=$1 f=$2 nqn=$3 r=$4 rt=$5 w
 	shift 5
 	dp_load "$d" && insns_module "$d" "$f" "$r" || return 1
 	dp_connect "$f" "$nqn" -i "$(nproc)" && dp_ns "$nqn" || return 1
 	for w in "$@"; do
-		if [[ " $BENCH_POLLED " = *" $w "* ]]; then polled+=("$w"); continue; fi
-		insns_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
+		[[ " $BENCH_POLLED " = *" $w "* ]] || insns_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1
 	done
 	dp_disconnect "$DP_CTRL" || return 1
-	if [ ${#polled[@]} -gt 0 ]; then
-		dp_connect "$f" "$nqn" -i "$(nproc)" -P 1 && dp_ns "$nqn" || return 1
-		for w in "${polled[@]}"; do insns_point "$d" "$f" "$r" "$w" "$DP_NS" "$rt" || return 1; done
-		dp_disconnect "$DP_CTRL" || return 1
-	fi
+	bench_polled "$f" "$nqn" "insns_point $d $f $r" "$rt" "$@" || return 1
 	dp_unload
 }
 
@@ -83,18 +78,13 @@ insns_main() {
 	# the kernel crate calls (rust_helper_*) and the rest of the kernel.
 	awk 'NF == 3 && $2 ~ /^[tT]$/' /proc/kallsyms >"$INSNS_OUT/kallsyms-vmlinux.txt" &&
 		grep -q " rust_helper_" "$INSNS_OUT/kallsyms-vmlinux.txt" || { fail "no kernel symbols"; return 1; }
-	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
-		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" rounds "$rounds" runtime_s "$rt" \
-		fabrics "$fabrics" vcpus "$(nproc)" fio "$(fio --version)" workloads "$workloads" \
-		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" \
-		date "$(date -u +%FT%TZ)" >"$INSNS_OUT/meta.json"
+	bench_meta "$INSNS_OUT/meta.json" rounds "$rounds" runtime_s "$rt" fabrics "$fabrics" \
+		workloads "$workloads" || return 1
 	for f in $fabrics; do
 		nqn=nqn.2026-12.io.rnvme:insns-$f
-		fabric_up "$f" >/dev/null && target_port_up "$f" && target_subsys_add "$nqn" null:1024 >/dev/null &&
-			target_subsys_link "$nqn" "$f" || return 1
+		bench_target "$f" "$nqn" || return 1
 		for ((r = 1; r <= rounds; r++)); do
-			local order="c rnvme"; [ $((r % 2)) = 0 ] && order="rnvme c"
-			for d in $order; do
+			for d in $(bench_order "$r"); do
 				info "$f round $r/$rounds: $d"
 				# shellcheck disable=SC2086
 				insns_driver "$d" "$f" "$nqn" "$r" "$rt" $workloads || return 1
