@@ -236,6 +236,8 @@ impl PollCell {
     /// is bounded: `ib_process_cq_direct` handles what the CQ holds and returns). Process
     /// context.
     fn store(&self, cq: *mut raw::ib_cq) {
+        // Checked on every call (debug kernels), not only when a poller makes it sleep.
+        kernel::task::might_sleep();
         while !self.try_hold() {
             kernel::time::delay::fsleep(kernel::time::Delta::from_micros(20));
         }
