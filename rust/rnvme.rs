@@ -22,12 +22,6 @@ module! {
     authors: ["The rnvme-rdma developers"],
     description: "NVMe over Fabrics RDMA host transport (Rust)",
     license: "GPL",
-    params: {
-        fault_hooks: bool {
-            default: false,
-            description: "Post SENDs and take MRs through the error-injection hooks rnvme_ib_post_send, rnvme_ib_post_send_chain and rnvme_ib_mr_pool_get (fail_function; for tests)",
-        },
-    },
 }
 
 /// The module's state: the fabrics transport and the RDMA client registrations.
@@ -52,7 +46,6 @@ struct RnvmeRdma {
 impl kernel::InPlaceModule for RnvmeRdma {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         transport::init_globals();
-        rdma::set_fault_hooks(module_parameters::fault_hooks.value());
         let dir = kernel::debugfs::Dir::new(c"rnvme_rdma");
         try_pin_init!(Self {
             _: {

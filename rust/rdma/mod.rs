@@ -14,30 +14,8 @@ pub(crate) mod recv;
 pub(crate) mod verbs;
 
 use crate::bindings::raw;
-use core::{
-    marker::PhantomData,
-    sync::atomic::{AtomicBool, Ordering::Relaxed},
-};
+use core::marker::PhantomData;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
-
-/// Whether SENDs are posted and MRs taken through the error-injection hooks of `helpers.c`
-/// (`rnvme_ib_post_send`, `rnvme_ib_post_send_chain`, `rnvme_ib_mr_pool_get`, which
-/// `fail_function` can make fail): the module parameter `fault_hooks`, for the faults tests.
-/// Off, the data path calls the provider's `post_send` and `ib_mr_pool_get` directly, as C's
-/// inline `ib_post_send` and its call of `ib_mr_pool_get` do (9 instructions less per 4k read,
-/// `make bench-insns`).
-static FAULT_HOOKS: AtomicBool = AtomicBool::new(false);
-
-/// Sets whether the error-injection hooks are used (module load, before any QP exists).
-pub(crate) fn set_fault_hooks(on: bool) {
-    FAULT_HOOKS.store(on, Relaxed);
-}
-
-/// Whether the error-injection hooks are used (see [`FAULT_HOOKS`]).
-#[inline(always)]
-fn fault_hooks() -> bool {
-    FAULT_HOOKS.load(Relaxed)
-}
 
 /// Evidence that the current context is an RCU read-side critical section for `'a`: what the
 /// data path needs to use a QP it reads from a [`qp_cell::QpCell`] or a receive entry (their owner

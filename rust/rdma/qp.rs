@@ -227,54 +227,6 @@ pub(super) unsafe extern "C" fn qp_event(
     pr_debug!("QP event {} ({})\n", msg.to_str().unwrap_or("?"), ev);
 }
 
-/// Posts the send work request chain `wr` on `qp` (`ib_post_send`, a static inline: the
-/// provider's `post_send`, called here directly), or through an error-injection hook when the
-/// module was loaded with `fault_hooks` (see [`super::FAULT_HOOKS`]): `rnvme_ib_post_send_chain`
-/// for a chain of several requests (`chain`), `rnvme_ib_post_send` otherwise. `bad` is set to the
-/// first work request not posted when the provider refuses one.
-///
-/// # Safety
-///
-/// `qp` is live; the chain and what it points to are valid for the call (providers copy work
-/// requests and SGE lists before they return).
-#[inline(always)]
-pub(super) unsafe fn post_send_raw(
-    qp: *mut raw::ib_qp,
-    wr: *const raw::ib_send_wr,
-    bad: &mut *const raw::ib_send_wr,
-    chain: bool,
-) -> i32 {
-    if super::fault_hooks() {
-        // SAFETY: as the caller guarantees.
-        return unsafe {
-            if chain {
-                raw::rnvme_ib_post_send_chain(qp, wr, bad)
-            } else {
-                raw::rnvme_ib_post_send(qp, wr)
-            }
-        };
-    }
-    // SAFETY: the QP is live (caller), so is its device, whose ops are fixed while it is
-    // registered.
-    match unsafe { (*(*qp).device).ops.post_send } {
-        // SAFETY: as the caller guarantees.
-        Some(post) => unsafe { post(qp, wr, bad) },
-        None => EOPNOTSUPP.to_errno(),
-    }
-}
-
-/// [`post_send_raw`] of one request's work requests.
-///
-/// # Safety
-///
-/// As for [`post_send_raw`].
-#[inline(always)]
-pub(super) unsafe fn post_send_wr(qp: *mut raw::ib_qp, wr: *const raw::ib_send_wr) -> i32 {
-    let mut bad: *const raw::ib_send_wr = core::ptr::null();
-    // SAFETY: as the caller guarantees.
-    unsafe { post_send_raw(qp, wr, &mut bad, false) }
-}
-
 /// A scatter/gather element of a work request.
 pub(crate) type Sge = raw::ib_sge;
 
@@ -335,16 +287,9 @@ impl Qp {
     /// Takes an MR from the pool (`None`: the pool is empty). The MR goes back to the pool when
     /// it is dropped.
     pub(crate) fn mr_get(&self) -> Option<Mr> {
-        let q = self.as_raw();
-        let p = if super::fault_hooks() {
-            // SAFETY: the QP is live (type invariant); its pool was initialised with the QP (the
-            // helper calls ib_mr_pool_get on `rdma_mrs`, which takes the pool lock).
-            unsafe { raw::rnvme_ib_mr_pool_get(q) }
-        } else {
-            // SAFETY: as above: the QP is live and `rdma_mrs` is its initialised pool, whose
-            // lock ib_mr_pool_get takes.
-            unsafe { raw::ib_mr_pool_get(q, &raw mut (*q).rdma_mrs) }
-        };
+        // SAFETY: the QP is live (type invariant); its pool was initialised with the QP (the
+        // helper calls ib_mr_pool_get on `rdma_mrs`, which takes the pool lock).
+        let p = unsafe { raw::rnvme_ib_mr_pool_get(self.as_raw()) };
         // INVARIANT: `p` was taken from this QP's pool; the QP's owner keeps it live until every
         // MR of its pool was dropped (see `Mr`).
         core::ptr::NonNull::new(p).map(|mr| Mr {
@@ -377,7 +322,7 @@ impl Qp {
         // SAFETY: the QP is live; `wr` and the SGEs live on this stack frame for the call
         // (providers copy WRs and SGE lists); the entry is armed, so its owner outlives the
         // completion (see `Cqe`); the memory lifetime is the caller's duty above.
-        to_result(unsafe { post_send_wr(self.as_raw(), &wr) })
+        to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), &wr) })
     }
 
     /// Posts a signalled local invalidation of `rkey`, completing into `cqe`.
@@ -393,7 +338,7 @@ impl Qp {
         wr.ex.invalidate_rkey = core::mem::ManuallyDrop::new(rkey);
         // SAFETY: the QP is live; `wr` is valid for the call; the entry is armed, so its owner
         // outlives the completion (see `Cqe`).
-        to_result(unsafe { post_send_wr(self.as_raw(), &wr) })
+        to_result(unsafe { raw::rnvme_ib_post_send(self.as_raw(), &wr) })
     }
 }
 

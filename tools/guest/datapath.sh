@@ -79,8 +79,7 @@ dp_load() {
 		rmmod "$other" || { fail "cannot unload $other to switch to $m"; return 1; }
 	fi
 	[ -d "/sys/module/$m" ] && return 0
-	# shellcheck disable=SC2086 # DP_RNVME_PARAMS: module parameters (words), e.g. fault_hooks=1
-	if [ "$d" = rnvme ]; then modprobe nvme-rdma ${DP_RNVME_PARAMS:-}; else load_c_driver; fi || { fail "cannot load $m"; return 1; }
+	if [ "$d" = rnvme ]; then modprobe nvme-rdma; else load_c_driver; fi || { fail "cannot load $m"; return 1; }
 	[ -d "/sys/module/$m" ] || { fail "$m is not loaded"; return 1; }
 	[ ! -d "/sys/module/$other" ] || { fail "$other got loaded too"; return 1; }
 }

@@ -105,8 +105,7 @@ ff_clear() {
 # t_fault_submit FABRIC [batch]: a request's submission fails half way, often, under
 # crc32c-verified I/O: the MR pool looks empty (rnvme_ib_mr_pool_get returns NULL) and posting the
 # SEND fails (rnvme_ib_post_send returns -ENOMEM), each in 20 % of submissions (under queue_rq)
-# and nowhere else (the module loaded with fault_hooks=1, which routes those calls through the
-# hooks); blk-mq resubmits those requests later (each attempt succeeds with 64 %). Every
+# and nowhere else; blk-mq resubmits those requests later (each attempt succeeds with 64 %). Every
 # request that failed must have released what it had mapped (its MR back to the pool, its data
 # and command unmapped), or the pool drains and the queue returns BLK_STS_RESOURCE forever: fio
 # then cannot finish. Each failure is one `resource_retries`; both kinds must have happened
@@ -126,8 +125,7 @@ t_fault_submit() {
 		eng=(--ioengine=io_uring --iodepth_batch_submit=8 --iodepth_batch_complete_min=8)
 	fi
 	fault_target "$f" "$nqn" 32 || return 1
-	# The hooks are on the data path only with fault_hooks=1 (rust/rdma/mod.rs): loaded afresh.
-	dp_unload && DP_RNVME_PARAMS=fault_hooks=1 dp_load rnvme || return 1
+	dp_load rnvme || return 1
 	c=$(host_connect "$f" "$nqn") && dp_ns "$nqn" || return 1
 	if [ "$mode" = batch ]; then
 		for s in /sys/block/"${DP_NS#/dev/}"/queue/scheduler "$c"/nvme*/queue/scheduler; do

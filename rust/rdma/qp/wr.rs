@@ -154,7 +154,7 @@ impl SendWrs {
         // SAFETY: the QP is live; the chain is valid for the call (providers copy WRs and SGE
         // lists before they return); the entries are armed, so their owner outlives the
         // completions (type invariant); the memory and MR lifetimes are the caller's duty above.
-        to_result(unsafe { super::post_send_wr(qp.as_raw(), first) })
+        to_result(unsafe { raw::rnvme_ib_post_send(qp.as_raw(), first) })
     }
 
     /// Posts the registrations and SENDs of several requests on `qp` in one call (one doorbell),
@@ -218,7 +218,7 @@ impl SendWrs {
         let head = heads[0];
         // SAFETY: as for `post`, for each linked item; the copies live until we return, and
         // providers read a chain during the call only.
-        let r = to_result(unsafe { super::post_send_raw(qp.as_raw(), head, &mut bad, true) });
+        let r = to_result(unsafe { raw::rnvme_ib_post_send_chain(qp.as_raw(), head, &mut bad) });
         let posted = match r {
             Ok(()) => len,
             // The item holding the first work request not taken, and those after it, were not
