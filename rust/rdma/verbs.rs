@@ -7,14 +7,8 @@
 
 use super::Device;
 use crate::bindings::raw;
-use core::{
-    ops::Deref,
-    ptr::NonNull,
-    sync::atomic::{
-        AtomicBool, AtomicPtr,
-        Ordering::{Acquire, Relaxed, Release},
-    },
-};
+use crate::nvme::TryCell;
+use core::{ops::Deref, ptr::NonNull};
 use kernel::{
     error::{from_err_ptr, to_result},
     prelude::*,
@@ -190,46 +184,31 @@ impl Cq {
 /// (`ib_process_cq_direct` polls into its own stack array and providers lock `poll_cq`);
 /// `ib_drain_qp` polls a direct CQ itself, outside the cell, before the teardown calls `clear`.
 ///
-/// The cell is a flag, not the kernel crate's `SpinLock`: blk-mq calls `poll` tens of times per
-/// polled I/O while it waits (about 45 on rxe, `make bench-insns`), and the lock's try-lock,
-/// held-assertion and unlock are three calls of out-of-line C helpers from a module, about 20
-/// instructions a poll more than the flag's compare-exchange and store. A poller holds the flag
-/// with preemption enabled, so the withdrawing side sleeps between its attempts rather than
-/// spinning (a waiter that spun could keep a preempted poller off its CPU).
+/// The cell is a [`TryCell`] (the flag the requests' state uses), not the kernel crate's
+/// `SpinLock`: blk-mq calls `poll` tens of times per polled I/O while it waits (about 45 on rxe,
+/// `make bench-insns`), and the lock's try-lock, held-assertion and unlock are three calls of
+/// out-of-line C helpers from a module, about 20 instructions a poll more than the flag's
+/// compare-exchange and store. A poller holds the cell with preemption enabled, so the
+/// withdrawing side sleeps between its attempts rather than spinning (a waiter that spun could
+/// keep a preempted poller off its CPU).
 ///
 /// # Invariants
 ///
-/// `cq` is null or a live [`PollCtx::Direct`] CQ: its owner publishes it with [`PollCell::set`]
-/// and calls [`PollCell::clear`] before freeing it. `cq` is read and written only by the holder
-/// of `busy`.
-pub(crate) struct PollCell {
-    /// Held by a poller, or by `set` or `clear`.
-    busy: AtomicBool,
-    /// The published CQ (null: none).
-    cq: AtomicPtr<raw::ib_cq>,
-}
+/// The pointer in the cell is null or a live [`PollCtx::Direct`] CQ: its owner publishes it with
+/// [`PollCell::set`] and calls [`PollCell::clear`] before freeing it.
+pub(crate) struct PollCell(TryCell<CqPtr>);
+
+/// The published CQ (null: none).
+struct CqPtr(*mut raw::ib_cq);
+
+// SAFETY: a CQ may be polled from any thread; the pointer is only used while its `PollCell` is
+// held.
+unsafe impl Send for CqPtr {}
 
 impl PollCell {
     /// An empty cell (polling finds nothing).
     pub(crate) const fn new() -> Self {
-        Self {
-            busy: AtomicBool::new(false),
-            cq: AtomicPtr::new(core::ptr::null_mut()),
-        }
-    }
-
-    /// Takes the cell if nobody holds it. `Acquire`: what the previous holder wrote is seen.
-    #[inline(always)]
-    fn try_hold(&self) -> bool {
-        self.busy
-            .compare_exchange(false, true, Acquire, Relaxed)
-            .is_ok()
-    }
-
-    /// Gives the cell back. `Release`: the next holder sees what this one wrote.
-    #[inline(always)]
-    fn release(&self) {
-        self.busy.store(false, Release);
+        Self(TryCell::new(CqPtr(core::ptr::null_mut())))
     }
 
     /// Holds the cell to set the published CQ to `cq`, sleeping while a poller holds it (a poll
@@ -238,11 +217,9 @@ impl PollCell {
     fn store(&self, cq: *mut raw::ib_cq) {
         // Checked on every call (debug kernels), not only when a poller makes it sleep.
         kernel::task::might_sleep();
-        while !self.try_hold() {
+        while self.0.try_with(|c| c.0 = cq).is_none() {
             kernel::time::delay::fsleep(kernel::time::Delta::from_micros(20));
         }
-        self.cq.store(cq, Relaxed);
-        self.release();
     }
 
     /// Publishes `cq` if it is a [`PollCtx::Direct`] CQ. Its owner must call
@@ -265,19 +242,16 @@ impl PollCell {
     /// the CQ is being published or withdrawn).
     #[inline(always)]
     pub(crate) fn poll(&self) -> i32 {
-        if !self.try_hold() {
-            return 0;
-        }
-        let cq = self.cq.load(Relaxed);
-        let n = if cq.is_null() {
-            0
-        } else {
-            // SAFETY: the CQ is a live direct CQ while the cell is held (type invariant: `clear`
-            // holds the cell before its owner frees it).
-            unsafe { raw::ib_process_cq_direct(cq, -1) }
-        };
-        self.release();
-        n
+        self.0
+            .try_with(|cq| {
+                if cq.0.is_null() {
+                    return 0;
+                }
+                // SAFETY: the CQ is a live direct CQ while the cell is held (type invariant:
+                // `clear` holds the cell before its owner frees it).
+                unsafe { raw::ib_process_cq_direct(cq.0, -1) }
+            })
+            .unwrap_or(0)
     }
 }
 
