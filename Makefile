@@ -173,7 +173,7 @@ help:
 	@echo "                     (SCALE='--quick' for a smoke run)"
 	@echo "  make bench-insns   the instructions each driver executes in its own module per I/O, counted"
 	@echo "                     exactly by QEMU (TCG plugin tools/insncount) in one boot of the release"
-	@echo "                     kernel, by module and symbol, rxe and siw (~15 min; INSNS='fabrics=rxe')"
+	@echo "                     kernel, by module and symbol, rxe and siw (~4 min; INSNS='fabrics=rxe')"
 	@echo "  make bench-soak    the long run, opt-in: one round of 1,000 connect/disconnect cycles, 1,000"
 	@echo "                     resets under I/O, 1-32 controllers under I/O, then SOAK_MIN (default 120)"
 	@echo "                     minutes per driver of checked writes (fio verify) with a reset each minute;"

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * insncount: a QEMU TCG plugin that counts the guest instructions executed in an address range
- * (the kernel's module area), per translation block, between marks (tools/bench-insns).
+ * (tools/bench-insns: the kernel's text and module area), per translation block, between marks.
  *
  * Arguments: out=FILE (where the counts go), lo=ADDR, hi=ADDR (the range counted, hex), and
  * mark=ADDR (hex): the entry of a kernel function the guest calls only to mark the end of a
  * window (tools/guest/insns.sh uses sethostname(2)). Each time a block starting at `mark`
  * runs, every block of the range that ran since the previous mark is written to FILE as
  * "VADDR INSNS EXECS" (hex address, instructions in the block, times it ran) after a line
- * "mark N", and the counts start again from zero. The guest's /proc/modules tells which
- * module each address belongs to.
+ * "mark N", and the counts start again from zero. The guest's /proc/kallsyms tells which
+ * module and symbol each address belongs to (tools/insns-report).
  *
  * A block is counted whole each time it starts (an exception or interrupt in its middle is
  * rare against the millions of blocks counted). The counts are plain increments: exact under
