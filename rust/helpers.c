@@ -98,11 +98,6 @@ int rnvme_ib_post_send_chain(struct ib_qp *qp, const struct ib_send_wr *wr,
 }
 ALLOW_ERROR_INJECTION(rnvme_ib_post_send_chain, ERRNO);
 
-struct request *rnvme_rq_list_pop(struct rq_list *rl)
-{
-	return rq_list_pop(rl);
-}
-
 void rnvme_rq_list_add_tail(struct rq_list *rl, struct request *rq)
 {
 	rq_list_add_tail(rl, rq);

@@ -48,7 +48,6 @@ int rnvme_ib_destroy_qp(struct ib_qp *qp);
 int rnvme_ib_post_send(struct ib_qp *qp, const struct ib_send_wr *wr);
 int rnvme_ib_post_send_chain(struct ib_qp *qp, const struct ib_send_wr *wr,
 			     const struct ib_send_wr **bad);
-struct request *rnvme_rq_list_pop(struct rq_list *rl);
 void rnvme_rq_list_add_tail(struct rq_list *rl, struct request *rq);
 /* ib_mr_pool_get() on the QP's rdma_mrs pool, out of line for fault injection. */
 struct ib_mr *rnvme_ib_mr_pool_get(struct ib_qp *qp);

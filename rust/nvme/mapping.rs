@@ -51,7 +51,8 @@ impl<M: MqOps> Request<M> {
     /// Builds a scatterlist of the request's data and DMA-maps it for `dev`, in `slot`: the
     /// request's own slot, where the mapping stays until the request's use ends, so the table is
     /// written there rather than built elsewhere and moved. Dropping the mapping
-    /// unmaps and frees it. On error the slot holds an empty mapping, whose drop does nothing.
+    /// unmaps and frees it. `None` for a request without data (nothing written to the slot). On
+    /// error the slot holds an empty mapping, whose drop does nothing.
     /// The slot is the empty one of a new use: a mapping found there would be forgotten, not
     /// released (nothing is looked for).
     #[inline(always)]
@@ -59,7 +60,13 @@ impl<M: MqOps> Request<M> {
         &self,
         dev: &Device,
         slot: &'a mut Option<MappedSg>,
-    ) -> Result<&'a MappedSg> {
+    ) -> Result<Option<&'a MappedSg>> {
+        // `sg_alloc_table_chained` BUGs on zero entries: a request without data has nothing to
+        // map. (Asked here, once: the caller learns it from the result.)
+        let segs = self.nr_phys_segments();
+        if segs == 0 {
+            return Ok(None);
+        }
         core::mem::forget(slot.take());
         let sg = slot.insert(MappedSg {
             // SAFETY: an all-zero sg_table is the empty table.
@@ -75,12 +82,6 @@ impl<M: MqOps> Request<M> {
         // request uses: one mapping per use of the request, released before the next.)
         // What C's `nvme_rdma_dma_map_req` does, its static inlines done here (no helper call).
         let rq = self.as_raw();
-        // `sg_alloc_table_chained` BUGs on zero entries: a request without data has nothing to
-        // map (the caller maps only requests with segments; this keeps the function safe).
-        let segs = self.nr_phys_segments();
-        if segs == 0 {
-            return Err(EINVAL);
-        }
         sg.table.sgl = first;
         // SAFETY: `table` is the slot's empty table, `first` a first chunk of
         // `RNVME_INLINE_SG_CNT` entries of this request's alone (above). On failure the table is
@@ -111,7 +112,7 @@ impl<M: MqOps> Request<M> {
         // direction `dir`. The caller keeps the device (its queue's device context) until it
         // dropped the mapping.
         sg.nents = n;
-        Ok(sg)
+        Ok(Some(sg))
     }
 }
 

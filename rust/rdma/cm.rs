@@ -184,6 +184,8 @@ impl<H: CmHandler> CmIdLocked<H> {
         // SAFETY: an all-zero ib_qp_init_attr is valid.
         let mut init: raw::ib_qp_init_attr = unsafe { core::mem::zeroed() };
         init.event_handler = Some(super::qp::qp_event);
+        // One CQ for both queues: a completion's `qp->recv_cq` is the CQ it was polled from
+        // (`Wc::with_rcu` relies on it).
         init.send_cq = res.cq().as_raw();
         init.recv_cq = res.cq().as_raw();
         init.cap.max_send_wr = attr.max_send_wr;

@@ -22,7 +22,7 @@ use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 /// withdraws the QP, then waits for a grace period before destroying it).
 ///
 /// Obtained from a [`kernel::sync::rcu::Guard`] ([`RcuReader::of`]), inside a completion callback
-/// ([`qp::Wc::rcu`]), or inside blk-mq's `queue_rq` (the `nvme` layer). Not `Send`: the property
+/// ([`qp::Wc::with_rcu`]), or inside blk-mq's `queue_rq` (the `nvme` layer). Not `Send`: the property
 /// is the current thread's.
 #[derive(Clone, Copy)]
 pub(crate) struct RcuReader<'a>(PhantomData<(&'a (), *mut ())>);

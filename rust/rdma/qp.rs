@@ -65,7 +65,9 @@ impl Qp {
 ///
 /// # Invariants
 ///
-/// `self.0` is the `ib_wc` passed to the running `ib_cqe.done` callback.
+/// `self.0` is the `ib_wc` passed to the running `ib_cqe.done` callback, for a work request of a
+/// QP of this layer ([`super::cm::CmIdLocked::create_qp`]: one CQ for its send and receive
+/// queues, so `qp->recv_cq` is the CQ being polled).
 #[repr(transparent)]
 pub(crate) struct Wc(Opaque<raw::ib_wc>);
 
@@ -96,14 +98,28 @@ impl Wc {
         self.raw().byte_len
     }
 
-    /// The RCU read-side section every completion callback runs in (see `done_cb`): the
-    /// callback may use a QP it reads from a [`super::qp_cell::QpCell`] or a receive entry.
+    /// Runs `f` in an RCU read-side section, in which it may use a QP it reads from a
+    /// [`super::qp_cell::QpCell`] or post a receive entry. A softirq CQ's callbacks run with
+    /// bottom halves disabled, which `synchronize_rcu` waits for: nothing to take. Any other CQ
+    /// (a direct one, polled in process context by [`super::verbs::PollCell::poll`] or by
+    /// `ib_drain_qp`) has `rcu_read_lock` taken here. Only the handlers that need the section pay
+    /// for the check (a receive's, once), not every completion (a SEND's needs none).
     #[inline(always)]
-    pub(crate) fn rcu(&self) -> super::RcuReader<'_> {
-        // SAFETY: a `Wc` exists only during a completion callback (type invariant), which runs
-        // with bottom halves disabled (softirq CQs) or under `rcu_read_lock` (`done_cb` takes it
-        // for direct CQs), for longer than this borrow.
-        unsafe { super::RcuReader::assume() }
+    pub(crate) fn with_rcu<R>(&self, f: impl FnOnce(super::RcuReader<'_>) -> R) -> R {
+        // SAFETY: the completion's QP (set by the provider for every completion, failed ones
+        // too: C's handlers find their queue through `wc->qp` on every completion) is live while
+        // completions of its work requests are polled (it is drained before it is destroyed),
+        // and its `recv_cq` is the CQ being polled (type invariant), whose polling context is
+        // fixed at its allocation.
+        let ctx = unsafe { (*(*self.raw().qp).recv_cq).poll_ctx };
+        if ctx == raw::ib_poll_context_IB_POLL_SOFTIRQ {
+            // SAFETY: the callback of a softirq CQ runs in softirq context (ib_core's irq_poll
+            // handler) with bottom halves disabled, for longer than `f`.
+            f(unsafe { super::RcuReader::assume() })
+        } else {
+            let g = kernel::sync::rcu::read_lock();
+            f(super::RcuReader::of(&g))
+        }
     }
 
     /// The rkey the peer invalidated with SEND_WITH_INVALIDATE, if it did.
@@ -185,7 +201,7 @@ pub(crate) trait CqeDone<const ID: u64>: HasCqe<ID> + Sized + Sync {
 ///
 /// Called by ib_core for a completion whose `wr_cqe` is the `ID` entry of a live `T`.
 unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
-    cq: *mut raw::ib_cq,
+    _cq: *mut raw::ib_cq,
     wc: *mut raw::ib_wc,
 ) {
     // SAFETY: `wc` is valid during the callback; `wr_cqe` is the union member we posted with.
@@ -193,18 +209,12 @@ unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
     // SAFETY: by `HasCqe`'s contract the entry is at `OFFSET` inside a `T`, which the poster
     // keeps alive until this completion ran (requirement of the posting functions).
     let this = unsafe { &*cqe.cast::<u8>().sub(T::OFFSET).cast::<T>() };
-    // SAFETY: `Wc` is repr(transparent) and valid during the callback.
+    // SAFETY: `Wc` is repr(transparent) and valid during the callback; the entry was posted on
+    // a QP of this layer (only this layer arms and posts entries).
     let wc = unsafe { &*wc.cast::<Wc>() };
-    // The callback is an RCU read-side section (`Wc::rcu`). A softirq CQ's runs with bottom
-    // halves disabled, which `synchronize_rcu` waits for; a direct CQ is polled in process
-    // context (`PollCell::poll`, or `ib_drain_qp` itself), so the lock is taken here, for the
-    // poll queues only.
-    // One call site, so that the handler is inlined here: the trampoline and the handler are
-    // one function, as C's handler is the callback itself (with two, LLVM kept the handler out of
-    // line, a call more per completion).
-    // SAFETY: `cq` is the live CQ being polled; its polling context never changes.
-    let _g = (unsafe { (*cq).poll_ctx } == raw::ib_poll_context_IB_POLL_DIRECT)
-        .then(kernel::sync::rcu::read_lock);
+    // No RCU section here: the handlers that need one take it through `Wc::with_rcu`. (C's
+    // handlers are the callbacks themselves, with nothing around them.) One call site, so that
+    // the handler is inlined here, as C's handler is the callback itself.
     T::done(this, wc);
 }
 

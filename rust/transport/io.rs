@@ -86,7 +86,11 @@ pub(super) fn unmap_request(rq: &Request<RdmaMq>) {
         // it (`ReqIo` leaks them, reported, when they are found later); recovery gives the queue
         // a fresh MR pool.
         let ctrl = rq.ctrl();
-        dev_err!(ctrl, "request tag {} busy at completion\n", rq.tag());
+        dev_err!(
+            ctrl,
+            "request tag {} busy at completion: its mappings are leaked\n",
+            rq.tag()
+        );
         error_recovery(ctrl);
     }
 }
@@ -123,13 +127,12 @@ pub(super) fn map_data(
     let d = rq.data();
     let ctrl = rq.ctrl();
     d.has_mr.store(false, Relaxed);
-    if rq.nr_phys_segments() == 0 {
+    let Some(sg) = rq.map_data_into(qp.device(), sg_slot)? else {
         rq.with_cmd(|c| capsule::put_sgl(c, &Sgl::Null))
             .map_err(|_| EINVAL)?;
-        stats::count(Counter::NoData, q.qid, 1);
+        q.stats.count(Counter::NoData, 1);
         return Ok(None);
-    }
-    let sg = rq.map_data_into(qp.device(), sg_slot)?;
+    };
     let count = sg.nents() as u32;
     if count <= q.num_inline_segments.load(Relaxed)
         && rq.is_write()
@@ -144,7 +147,7 @@ pub(super) fn map_data(
         // one shared out-of-line function matching on it.)
         rq.with_cmd(|c| capsule::put_sgl(c, &Sgl::Inline { offset, len }))
             .map_err(|_| EINVAL)?;
-        stats::count(Counter::InlineWrites, q.qid, 1);
+        q.stats.count(Counter::InlineWrites, 1);
         return Ok(None);
     }
     let Some(mr) = qp.mr_get() else {
@@ -163,7 +166,10 @@ pub(super) fn map_data(
     // Held by the request from here: released with the other slots on error.
     let mr = Io::put(mr_slot, mr);
     sg.register(mr)?;
-    let (addr, len, key) = (mr.iova(), mr.length() as u32, mr.rkey());
+    // The MR's fields read once, before the command is written (the compiler cannot keep them
+    // across writes through the request's pointers).
+    let reg = mr.reg_wr();
+    let (addr, len, key) = (mr.iova(), mr.length() as u32, reg.key());
     rq.with_cmd(|c| {
         capsule::put_sgl(
             c,
@@ -176,10 +182,10 @@ pub(super) fn map_data(
         )
     })
     .map_err(|_| EINVAL)?;
-    d.mr_rkey.store(mr.rkey(), Relaxed);
+    d.mr_rkey.store(key, Relaxed);
     d.has_mr.store(true, Relaxed);
-    stats::count(Counter::MrRegistrations, q.qid, 1);
-    Ok(Some(mr.reg_wr()))
+    q.stats.count(Counter::MrRegistrations, 1);
+    Ok(Some(reg))
 }
 
 /// Begins a use of the request in `io` (its own state) and maps everything the SEND needs in
@@ -194,16 +200,10 @@ pub(super) fn prepare(
     io: &mut Io,
     sges: &mut SendSges,
 ) -> core::result::Result<Option<qp::RegWr>, NotPrepared> {
-    if !io.begin() {
-        dev_err!(
-            rq.ctrl(),
-            "request tag {}: leaked the stale mappings of its previous use\n",
-            rq.tag()
-        );
-    }
+    io.begin();
     let (mr_slot, sg_slot, cmd_slot) = io.slots();
     let Ok(cmd) = rq.map_cmd(qp.device()) else {
-        stats::count(Counter::ResourceRetries, q.qid, 1);
+        q.stats.count(Counter::ResourceRetries, 1);
         return Err(NotPrepared::Status(BlkStatus::RESOURCE));
     };
     let cmd = Io::put(cmd_slot, cmd);
@@ -326,12 +326,13 @@ impl MqOps for RdmaMq {
     #[inline(never)]
     fn queue_rqs(list: &mut RqList<'_, Self>, rcu: RcuReader<'_>) {
         let mut batch: Option<(&Queue, SendBatch<'_, Self>)> = None;
-        while let Some((q, rq)) = list.pop() {
+        while let Some((q, popped)) = list.pop() {
+            let rq = popped.rq();
             let live = q.live.load(Acquire);
             let qp = match q.qp.get(rcu) {
                 Some(qp) if live && !q.lost.load(Acquire) && rq.check_ready(live) => qp,
                 _ => {
-                    list.leave(rq);
+                    list.leave(popped);
                     continue;
                 }
             };
@@ -351,9 +352,8 @@ impl MqOps for RdmaMq {
                 .try_with(|io| rq.with_sges(|sges| prepare(q, qp, rq, io, sges)));
             match prepared {
                 Some(Ok(reg)) => {
-                    if let Err(e) = b.push(rq, reg) {
-                        // Not reached: the batch was posted when full, and holds each request
-                        // once.
+                    if let Err((_, e)) = b.push(popped, reg) {
+                        // Not reached: the batch was posted when full.
                         unmap_request(rq);
                         fail_unsent(q, rq, e);
                     }
@@ -366,7 +366,7 @@ impl MqOps for RdmaMq {
                 }
                 // Not started: `queue_rq` takes it again and returns the status, or reports the
                 // busy state, as it does for a request of its own.
-                Some(Err(NotPrepared::Status(_))) | None => list.leave(rq),
+                Some(Err(NotPrepared::Status(_))) | None => list.leave(popped),
             }
         }
         if let Some((q, mut b)) = batch {
@@ -471,7 +471,7 @@ impl MqOps for RdmaMq {
     fn poll(q: &Queue) -> i32 {
         let n = q.poll_cq.poll();
         if n > 0 {
-            stats::count(Counter::PolledCompletions, q.qid, n as u64);
+            q.stats.count(Counter::PolledCompletions, n as u64);
         }
         n
     }
@@ -489,7 +489,7 @@ impl RecvDone for RspData {
     // (Inlined into the completion trampoline, its one caller, as C's handler is the callback.)
     #[inline(always)]
     fn done(e: &RecvEntry<Self>, wc: &Wc) {
-        let RspData { ctrl, qid } = e.data();
+        let RspData { ctrl, qid, stats } = e.data();
         if !wc.is_ok() {
             wr_error(ctrl, *qid, wc, "RECV");
             return;
@@ -513,16 +513,18 @@ impl RecvDone for RspData {
             ctrl.nvme()
                 .complete_async_event(cqe.status.to_le(), cqe.result.to_le());
         } else {
-            process_rsp(ctrl, *qid, &cqe, wc);
+            process_rsp(ctrl, *qid, *stats, &cqe, wc);
         }
-        match e.post(wc.rcu()) {
-            // The QP is going away (its id disarmed the ring).
-            Ok(()) | Err(ENOTCONN) => {}
-            Err(err) => dev_err!(
-                ctrl,
-                "nvme_rdma_post_recv failed with error code {}\n",
-                err.to_errno()
-            ),
+        if let Err(err) = wc.with_rcu(|rcu| e.post(rcu)) {
+            // (Not a match on `Ok(()) | Err(ENOTCONN)`: that compared the result twice on
+            // every receive.) ENOTCONN: the QP is going away (its id disarmed the ring).
+            if err != ENOTCONN {
+                dev_err!(
+                    ctrl,
+                    "nvme_rdma_post_recv failed with error code {}\n",
+                    err.to_errno()
+                );
+            }
         }
     }
 }
@@ -530,13 +532,14 @@ impl RecvDone for RspData {
 /// A response for an I/O or admin command (`nvme_rdma_process_nvme_rsp`). (Inlined into the
 /// receive handler, its one caller, as in C.)
 #[inline(always)]
-pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
+pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, stats: stats::Side, cqe: &Cqe, wc: &Wc) {
     let (cid, status, result) = (cqe.command_id, cqe.status, cqe.result);
     let Some(rq) = ctrl.find_rq::<RdmaMq>(qid, cid) else {
-        let qpn = ctrl
-            .queue(qid)
-            .and_then(|q| q.qp.get(wc.rcu()))
-            .map_or(0, |qp| qp.num());
+        let qpn = wc.with_rcu(|rcu| {
+            ctrl.queue(qid)
+                .and_then(|q| q.qp.get(rcu))
+                .map_or(0, |qp| qp.num())
+        });
         dev_err!(ctrl, "got bad command_id {:#x} on QP {:#x}\n", cid, qpn);
         protocol_error(ctrl, qid);
         return;
@@ -555,7 +558,7 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
     match inval::on_response(mine, wc.invalidated_rkey()) {
         Invalidation::Nothing => {}
         Invalidation::Remote => {
-            stats::count(Counter::RemoteInvalidations, qid, 1);
+            stats.count(Counter::RemoteInvalidations, 1);
         }
         Invalidation::Bogus => {
             // Deliberately unlike C (which ends the request now with the target's status): the
@@ -570,12 +573,13 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, cqe: &Cqe, wc: &Wc) {
             return;
         }
         Invalidation::Local => {
-            let posted = ctrl
-                .queue(qid)
-                .and_then(|q| q.qp.get(wc.rcu()))
-                .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey));
+            let posted = wc.with_rcu(|rcu| {
+                ctrl.queue(qid)
+                    .and_then(|q| q.qp.get(rcu))
+                    .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey))
+            });
             match posted {
-                Some(Ok(())) => stats::count(Counter::LocalInvalidations, qid, 1),
+                Some(Ok(())) => stats.count(Counter::LocalInvalidations, 1),
                 _ => {
                     dev_err!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
                     error_recovery(ctrl);

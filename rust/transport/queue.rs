@@ -10,7 +10,7 @@ mod teardown;
 use super::{
     controller::{device_gone, error_recovery},
     device::{dev_get, max_fr_pages, DevUse},
-    text, Ctrl,
+    stats, text, Ctrl,
 };
 use crate::{
     nvme::{opt, State},
@@ -54,6 +54,8 @@ pub(super) const AQ_BLK_MQ_DEPTH: u16 = 31;
 pub(super) struct RspData {
     pub(super) ctrl: ARef<Ctrl>,
     pub(super) qid: u16,
+    /// The queue's completion counters.
+    pub(super) stats: stats::Side,
 }
 
 /// What a connection's QP is created with, when its address is resolved: its CQ, the device
@@ -204,6 +206,7 @@ impl ConnCm {
         let ring = RecvRing::new(ibdev, qs, CQE_LEN, |_| RspData {
             ctrl: ctrl.clone(),
             qid: self.qid,
+            stats: stats::Side::completion(self.qid),
         })?;
         // From here the id owns the CQ, the device context and the ring: an error below cannot
         // free them under the QP.
@@ -409,6 +412,8 @@ pub(crate) struct Queue {
     pub(super) inline_size: AtomicU32,
     /// An empty MR pool was reported for the current connection.
     pub(super) mr_pool_empty: AtomicBool,
+    /// The queue's submission counters.
+    pub(super) stats: stats::Side,
     /// The allocated connection (`NVME_RDMA_Q_ALLOCATED`).
     #[pin]
     pub(super) conn: Mutex<Option<CmId<ConnCm>>>,
@@ -425,6 +430,7 @@ impl Queue {
             num_inline_segments: AtomicU32::new(0),
             inline_size: AtomicU32::new(0),
             mr_pool_empty: AtomicBool::new(false),
+            stats: stats::Side::submission(*qid),
             conn <- new_mutex!(None),
         })
     }

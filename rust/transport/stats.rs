@@ -75,11 +75,38 @@ struct Line([AtomicU64; ALL.len()]);
 
 static LINE: [Line; LINES] = [const { Line([const { AtomicU64::new(0) }; ALL.len()]) }; LINES];
 
+/// The line of queue `qid`'s submission side (`completion`: its completion side).
+const fn line(qid: u16, completion: bool) -> &'static Line {
+    &LINE[(qid as usize * 2 + completion as usize) % LINES]
+}
+
 /// Adds `n` to counter `c`, for queue `qid` (on that queue's submission or completion line).
-#[inline(always)]
 pub(crate) fn count(c: Counter, qid: u16, n: u64) {
-    let line = (usize::from(qid) * 2 + usize::from(c.on_completion())) % LINES;
-    LINE[line].0[c as usize].fetch_add(n, Relaxed);
+    Side(line(qid, c.on_completion())).count(c, n);
+}
+
+/// One side of one queue: its line, found once when the queue (or its receive ring) is set up,
+/// so that a count on the data path is one add at a known address.
+#[derive(Clone, Copy)]
+pub(crate) struct Side(&'static Line);
+
+impl Side {
+    /// What queue `qid`'s submissions count (`queue_rq`, polling).
+    pub(crate) const fn submission(qid: u16) -> Self {
+        Self(line(qid, false))
+    }
+
+    /// What queue `qid`'s completions count.
+    pub(crate) const fn completion(qid: u16) -> Self {
+        Self(line(qid, true))
+    }
+
+    /// Adds `n` to counter `c`. (A counter of the other side counted here still adds up in the
+    /// totals; the sides only keep the lines apart.)
+    #[inline(always)]
+    pub(crate) fn count(self, c: Counter, n: u64) {
+        self.0 .0[c as usize].fetch_add(n, Relaxed);
+    }
 }
 
 /// The total of counter `c` over every line.

@@ -25,6 +25,20 @@ pub(crate) struct RqList<'a, M: MqOps> {
     _p: PhantomData<&'a Request<M>>,
 }
 
+/// A request popped from an [`RqList`]: the only way to name it to [`SendBatch::push`] or
+/// [`RqList::leave`]. It is neither `Copy` nor `Clone` and only [`RqList::pop`] makes one, and
+/// the list holds each request once: two `Popped` alive at once are two different requests, so a
+/// batch cannot take a request twice, with no search for it.
+pub(crate) struct Popped<'a, M: MqOps>(&'a Request<M>);
+
+impl<'a, M: MqOps> Popped<'a, M> {
+    /// The request (its owner may use it as before it was popped, under the same rules).
+    #[inline(always)]
+    pub(crate) fn rq(&self) -> &'a Request<M> {
+        self.0
+    }
+}
+
 impl<'a, M: MqOps> RqList<'a, M> {
     /// # Safety
     ///
@@ -41,29 +55,40 @@ impl<'a, M: MqOps> RqList<'a, M> {
 
     /// The next request, with the queue of its hardware context.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<(&'a M::Queue, &'a Request<M>)> {
-        // SAFETY: the list is valid and ours (type invariant).
-        let rq = unsafe { raw::rnvme_rq_list_pop(self.list) };
-        if rq.is_null() {
-            return None;
-        }
+    pub(crate) fn pop(&mut self) -> Option<(&'a M::Queue, Popped<'a, M>)> {
+        // `rq_list_pop` (a static inline), done here rather than called through a helper.
+        let l = self.list;
+        // SAFETY: the list is valid and ours (type invariant): its requests are linked through
+        // `rq_next`, the last one's null, and `tail` is the last one (null when empty).
+        let rq = unsafe {
+            let rq = (*l).head;
+            if rq.is_null() {
+                return None;
+            }
+            (*l).head = (*rq).__bindgen_anon_1.rq_next;
+            if (*l).head.is_null() {
+                (*l).tail = core::ptr::null_mut();
+            }
+            (*rq).__bindgen_anon_1.rq_next = core::ptr::null_mut();
+            rq
+        };
         // SAFETY: a request of our tag set (type invariant): its hardware context's
         // `driver_data` is a queue set by `init_hctx_cb`, which outlives the request; the request
         // stays valid for `'a` (tag set memory).
         unsafe {
             Some((
                 &*(*(*rq).mq_hctx).driver_data.cast::<M::Queue>(),
-                Request::from_raw(rq),
+                Popped(Request::from_raw(rq)),
             ))
         }
     }
 
-    /// Gives `rq` back to blk-mq, which submits it through `queue_rq`. It must be a request
-    /// popped from this list that was not started.
-    pub(crate) fn leave(&mut self, rq: &Request<M>) {
-        // SAFETY: `left` is ours; `rq` was popped from the list (the caller's rule), so it is on
-        // no other list.
-        unsafe { raw::rnvme_rq_list_add_tail(&mut self.left, rq.as_raw()) };
+    /// Gives `rq` back to blk-mq, which submits it through `queue_rq`. It must not have been
+    /// started.
+    pub(crate) fn leave(&mut self, rq: Popped<'a, M>) {
+        // SAFETY: `left` is ours; `rq` was popped from the list (only `pop` makes a `Popped`),
+        // so it is on no other list.
+        unsafe { raw::rnvme_rq_list_add_tail(&mut self.left, rq.0.as_raw()) };
     }
 }
 
@@ -117,26 +142,21 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
     }
 
     /// Adds a prepared request (its SGE list filled through [`Request::with_sges`]) and its
-    /// registration `reg`, if any. The caller owns `rq` (it started it) and must not use it
-    /// until [`SendBatch::post`]. `EBUSY` when the batch is full, `EINVAL` if `rq` is in it.
-    pub(crate) fn push(&mut self, rq: &'a Request<M>, reg: Option<RegWr>) -> Result {
+    /// registration `reg`, if any. The caller owns the request (it started it) and must not use
+    /// it until [`SendBatch::post`]. When the batch is full, `EBUSY` and the request back.
+    /// (No request can be in the batch twice: see [`Popped`].)
+    pub(crate) fn push(
+        &mut self,
+        rq: Popped<'a, M>,
+        reg: Option<RegWr>,
+    ) -> core::result::Result<(), (Popped<'a, M>, Error)> {
         if self.len == CHAIN_MAX {
-            return Err(EBUSY);
+            return Err((rq, EBUSY));
         }
-        if self.requests().any(|r| core::ptr::eq(r, rq)) {
-            return Err(EINVAL);
-        }
-        self.rqs[self.len].write(rq);
-        self.items[self.len].write((rq.wrs(), reg));
+        self.rqs[self.len].write(rq.0);
+        self.items[self.len].write((rq.0.wrs(), reg));
         self.len += 1;
         Ok(())
-    }
-
-    fn requests(&self) -> impl Iterator<Item = &'a Request<M>> + '_ {
-        self.rqs[..self.len].iter().map(|r| {
-            // SAFETY: the first `len` entries were written by `push`.
-            unsafe { r.assume_init() }
-        })
     }
 
     /// Posts every request in one chain and empties the batch; then `f` learns, for each request
@@ -151,7 +171,7 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
             unsafe { core::slice::from_raw_parts(self.items.as_ptr().cast::<ChainItem<'a>>(), n) };
         // SAFETY: each item is the work requests of a request whose PDU `init_request_cb`
         // initialised, owned by the caller until now (`push`'s rule: a started request has one
-        // owner, see `with_cmd`), and no two are the same (checked by `push`).
+        // owner, see `with_cmd`), and no two are the same (each came from its own `Popped`).
         let (posted, r) = unsafe { SendWrs::post_chain(self.qp, items) };
         for i in 0..n {
             // SAFETY: written by `push` (`i < n`).

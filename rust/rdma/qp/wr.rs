@@ -21,6 +21,14 @@ pub(crate) struct RegWr {
     pub(super) key: u32,
 }
 
+impl RegWr {
+    /// The rkey the registration gives the MR (what the command's keyed SGL names).
+    #[inline(always)]
+    pub(crate) fn key(&self) -> u32 {
+        self.key
+    }
+}
+
 /// Scatter/gather elements of a request's SEND ([`SendWrs`]): the command and up to four
 /// in-capsule data segments.
 pub(crate) const SEND_SGES: usize = 5;

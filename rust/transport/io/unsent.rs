@@ -15,10 +15,7 @@ use crate::{
         State,
     },
     proto::capsule,
-    transport::{
-        queue::Queue,
-        stats::{self, Counter},
-    },
+    transport::{queue::Queue, stats::Counter},
 };
 use core::sync::atomic::Ordering::Acquire;
 use kernel::prelude::*;
@@ -52,7 +49,7 @@ pub(super) fn unsent_status(q: &Queue, rq: &Request<RdmaMq>, err: Error) -> BlkS
     }
     rq.cleanup_cmd();
     if err == ENOMEM || err == EAGAIN {
-        stats::count(Counter::ResourceRetries, q.qid, 1);
+        q.stats.count(Counter::ResourceRetries, 1);
         BlkStatus::RESOURCE
     } else {
         BlkStatus::IOERR
@@ -99,8 +96,8 @@ pub(super) fn post_batch(q: &Queue, b: &mut SendBatch<'_, RdmaMq>) {
             fail_unsent(q, rq, e);
         }
     });
-    stats::count(Counter::BatchPosts, q.qid, 1);
-    stats::count(Counter::BatchRequests, q.qid, posted);
+    q.stats.count(Counter::BatchPosts, 1);
+    q.stats.count(Counter::BatchRequests, posted);
 }
 
 /// A request for a queue whose connection is gone ([`Queue::lost`]), before error recovery or a
