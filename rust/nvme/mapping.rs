@@ -51,10 +51,11 @@ impl<M: MqOps> Request<M> {
     /// Builds a scatterlist of the request's data and DMA-maps it for `dev`, in `slot`: the
     /// request's own slot, where the mapping stays until the request's use ends, so the table is
     /// written there rather than built elsewhere and moved. Dropping the mapping
-    /// unmaps and frees it. `None` for a request without data (nothing written to the slot). On
+    /// unmaps and frees it. `None` for a request without data (the slot is left as it is). On
     /// error the slot holds an empty mapping, whose drop does nothing.
-    /// The slot is the empty one of a new use: a mapping found there would be forgotten, not
-    /// released (nothing is looked for).
+    /// The slot must be the empty one of a new use (emptied by `ReqIo::begin`): with data, a
+    /// mapping found there would be forgotten, not released (nothing is looked for); without,
+    /// it would stay.
     #[inline(always)]
     pub(crate) fn map_data_into<'a>(
         &self,

@@ -184,8 +184,6 @@ impl<H: CmHandler> CmIdLocked<H> {
         // SAFETY: an all-zero ib_qp_init_attr is valid.
         let mut init: raw::ib_qp_init_attr = unsafe { core::mem::zeroed() };
         init.event_handler = Some(super::qp::qp_event);
-        // One CQ for both queues: a completion's `qp->recv_cq` is the CQ it was polled from
-        // (`Wc::with_rcu` relies on it).
         init.send_cq = res.cq().as_raw();
         init.recv_cq = res.cq().as_raw();
         init.cap.max_send_wr = attr.max_send_wr;
@@ -208,8 +206,9 @@ impl<H: CmHandler> CmIdLocked<H> {
         // The ring is part of `res`, which the id's context (in an `Arc`: it does not move) owns
         // and drops only after destroying the QP.
         // SAFETY: the QP lives until `CmId::drop`, which disarms the ring and waits for a grace
-        // period before destroying it; the ring outlives it (above); nothing is posted yet.
-        unsafe { res.recv_ring().arm(qp) };
+        // period before destroying it; the ring outlives it (above); nothing is posted yet; the
+        // QP's receive CQ is `res.cq()` (`init.recv_cq`).
+        unsafe { res.recv_ring().arm(qp, res.cq().ctx()) };
         Ok(res)
     }
 

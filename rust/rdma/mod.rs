@@ -21,8 +21,9 @@ use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 /// data path needs to use a QP it reads from a [`qp_cell::QpCell`] or a receive entry (their owner
 /// withdraws the QP, then waits for a grace period before destroying it).
 ///
-/// Obtained from a [`kernel::sync::rcu::Guard`] ([`RcuReader::of`]), inside a completion callback
-/// ([`qp::Wc::with_rcu`]), or inside blk-mq's `queue_rq` (the `nvme` layer). Not `Send`: the property
+/// Obtained from a [`kernel::sync::rcu::Guard`] ([`RcuReader::of`]), inside a receive's
+/// completion callback ([`recv::RecvRcu::with`]), or inside blk-mq's `queue_rq` (the `nvme`
+/// layer). Not `Send`: the property
 /// is the current thread's.
 #[derive(Clone, Copy)]
 pub(crate) struct RcuReader<'a>(PhantomData<(&'a (), *mut ())>);

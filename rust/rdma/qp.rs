@@ -65,9 +65,7 @@ impl Qp {
 ///
 /// # Invariants
 ///
-/// `self.0` is the `ib_wc` passed to the running `ib_cqe.done` callback, for a work request of a
-/// QP of this layer ([`super::cm::CmIdLocked::create_qp`]: one CQ for its send and receive
-/// queues, so `qp->recv_cq` is the CQ being polled).
+/// `self.0` is the `ib_wc` passed to the running `ib_cqe.done` callback.
 #[repr(transparent)]
 pub(crate) struct Wc(Opaque<raw::ib_wc>);
 
@@ -96,30 +94,6 @@ impl Wc {
     /// Bytes received (receive completions).
     pub(crate) fn byte_len(&self) -> u32 {
         self.raw().byte_len
-    }
-
-    /// Runs `f` in an RCU read-side section, in which it may use a QP it reads from a
-    /// [`super::qp_cell::QpCell`] or post a receive entry. A softirq CQ's callbacks run with
-    /// bottom halves disabled, which `synchronize_rcu` waits for: nothing to take. Any other CQ
-    /// (a direct one, polled in process context by [`super::verbs::PollCell::poll`] or by
-    /// `ib_drain_qp`) has `rcu_read_lock` taken here. Only the handlers that need the section pay
-    /// for the check (a receive's, once), not every completion (a SEND's needs none).
-    #[inline(always)]
-    pub(crate) fn with_rcu<R>(&self, f: impl FnOnce(super::RcuReader<'_>) -> R) -> R {
-        // SAFETY: the completion's QP (set by the provider for every completion, failed ones
-        // too: C's handlers find their queue through `wc->qp` on every completion) is live while
-        // completions of its work requests are polled (it is drained before it is destroyed),
-        // and its `recv_cq` is the CQ being polled (type invariant), whose polling context is
-        // fixed at its allocation.
-        let ctx = unsafe { (*(*self.raw().qp).recv_cq).poll_ctx };
-        if ctx == raw::ib_poll_context_IB_POLL_SOFTIRQ {
-            // SAFETY: the callback of a softirq CQ runs in softirq context (ib_core's irq_poll
-            // handler) with bottom halves disabled, for longer than `f`.
-            f(unsafe { super::RcuReader::assume() })
-        } else {
-            let g = kernel::sync::rcu::read_lock();
-            f(super::RcuReader::of(&g))
-        }
     }
 
     /// The rkey the peer invalidated with SEND_WITH_INVALIDATE, if it did.
@@ -209,12 +183,12 @@ unsafe extern "C" fn done_cb<T: CqeDone<ID>, const ID: u64>(
     // SAFETY: by `HasCqe`'s contract the entry is at `OFFSET` inside a `T`, which the poster
     // keeps alive until this completion ran (requirement of the posting functions).
     let this = unsafe { &*cqe.cast::<u8>().sub(T::OFFSET).cast::<T>() };
-    // SAFETY: `Wc` is repr(transparent) and valid during the callback; the entry was posted on
-    // a QP of this layer (only this layer arms and posts entries).
+    // SAFETY: `Wc` is repr(transparent) and valid during the callback.
     let wc = unsafe { &*wc.cast::<Wc>() };
-    // No RCU section here: the handlers that need one take it through `Wc::with_rcu`. (C's
-    // handlers are the callbacks themselves, with nothing around them.) One call site, so that
-    // the handler is inlined here, as C's handler is the callback itself.
+    // No RCU section here: a receive's handler, the one that needs it, gets it from its entry
+    // (`recv::RecvRcu`), and a SEND's pays nothing for it. (C's handlers are the callbacks
+    // themselves, with nothing around them.) One call site, so that the handler is inlined here,
+    // as C's handler is the callback itself.
     T::done(this, wc);
 }
 

@@ -9,18 +9,52 @@
 
 use super::{
     qp::{self, Cqe, CqeDone, HasCqe, Qp, Wc},
-    verbs::{DeviceRef, DmaBuf, DmaDir},
-    Device,
+    verbs::{DeviceRef, DmaBuf, DmaDir, PollCtx},
+    Device, RcuReader,
 };
 use crate::bindings::raw;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::marker::PhantomData;
+use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use kernel::prelude::*;
 
 /// Handles the receive completions of a [`RecvRing`]'s entries. Runs in the CQ's polling
-/// context (softirq for pool CQs): it must not sleep.
+/// context (softirq, or process context for a direct CQ): it must not sleep.
 pub(crate) trait RecvDone: Send + Sync + Sized + 'static {
-    /// A receive into `entry` completed (successfully or not).
-    fn done(entry: &RecvEntry<Self>, wc: &Wc);
+    /// A receive into `entry` completed (successfully or not); `rcu` gives the handler an RCU
+    /// read-side section when it needs one (to repost the entry, or to use the QP of a
+    /// [`super::qp_cell::QpCell`]).
+    fn done(entry: &RecvEntry<Self>, wc: &Wc, rcu: RecvRcu<'_>);
+}
+
+/// The RCU read-side section of a receive completion's handler, made only by the entry's
+/// completion trampoline from what the entry was armed with: where its CQ is polled.
+///
+/// # Invariants
+///
+/// It exists only during the completion callback of a [`RecvEntry`] armed for a QP whose CQ is
+/// polled directly (`direct`) or in softirq context (`!direct`), for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct RecvRcu<'a> {
+    direct: bool,
+    _p: PhantomData<(&'a (), *mut ())>,
+}
+
+impl RecvRcu<'_> {
+    /// Runs `f` in an RCU read-side section. A softirq CQ's callbacks run with bottom halves
+    /// disabled, which `synchronize_rcu` waits for: nothing to take. A direct CQ's run in process
+    /// context ([`super::verbs::PollCell::poll`], or `ib_drain_qp` itself): `rcu_read_lock` is
+    /// taken here. Only the receive handler pays for the test, not every completion.
+    #[inline(always)]
+    pub(crate) fn with<R>(self, f: impl FnOnce(RcuReader<'_>) -> R) -> R {
+        if self.direct {
+            let g = kernel::sync::rcu::read_lock();
+            f(RcuReader::of(&g))
+        } else {
+            // SAFETY: the callback runs in softirq context (type invariant: the CQ is polled by
+            // ib_core's irq_poll handler) with bottom halves disabled, for longer than `f`.
+            f(unsafe { RcuReader::assume() })
+        }
+    }
 }
 
 /// One receive buffer of a [`RecvRing`].
@@ -29,11 +63,14 @@ pub(crate) trait RecvDone: Send + Sync + Sized + 'static {
 ///
 /// `qp` is null or the QP the ring was armed for, which is live until it is cleared and an RCU
 /// grace period passed: the owning `CmId` sets it when it creates the QP and, before destroying
-/// the QP, clears it ([`RecvRing::disarm`]) and waits for a grace period.
+/// the QP, clears it ([`RecvRing::disarm`]) and waits for a grace period. `direct` says whether
+/// that QP's CQ is polled directly (else in softirq context); it is set when the entry is armed,
+/// before the entry is posted, and the entry is posted only on that QP.
 pub(crate) struct RecvEntry<T> {
     cqe: Cqe,
     buf: DmaBuf,
     qp: AtomicPtr<raw::ib_qp>,
+    direct: AtomicBool,
     data: T,
 }
 
@@ -45,7 +82,13 @@ unsafe impl<T> HasCqe<0> for RecvEntry<T> {
 impl<T: RecvDone> CqeDone<0> for RecvEntry<T> {
     #[inline(always)]
     fn done(this: &Self, wc: &Wc) {
-        T::done(this, wc);
+        // INVARIANT: this is the completion of `this`, posted on the QP it was armed for, whose
+        // CQ `direct` describes (set before the post, which orders it before this callback).
+        let rcu = RecvRcu {
+            direct: this.direct.load(Ordering::Relaxed),
+            _p: PhantomData,
+        };
+        T::done(this, wc, rcu);
     }
 }
 
@@ -102,6 +145,7 @@ impl<T: RecvDone> RecvRing<T> {
                     cqe: Cqe::new(),
                     buf: DmaBuf::new(dref, len, DmaDir::FromDevice)?,
                     qp: AtomicPtr::new(core::ptr::null_mut()),
+                    direct: AtomicBool::new(false),
                     data: data(i),
                 },
                 GFP_KERNEL,
@@ -115,17 +159,20 @@ impl<T: RecvDone> RecvRing<T> {
         self.0.iter()
     }
 
-    /// Arms every entry for `qp`.
+    /// Arms every entry for `qp`, whose receive CQ is polled as `ctx` says.
     ///
     /// # Safety
     ///
     /// `qp` is live until [`RecvRing::disarm`] and an RCU grace period after it; the ring does not move and stays alive until
-    /// every receive posted from it completed or `qp` was destroyed; nothing is posted yet.
-    pub(super) unsafe fn arm(&self, qp: *mut raw::ib_qp) {
+    /// every receive posted from it completed or `qp` was destroyed; nothing is posted yet; `ctx`
+    /// is the polling context of `qp`'s receive CQ.
+    pub(super) unsafe fn arm(&self, qp: *mut raw::ib_qp, ctx: PollCtx) {
         for e in self.0.iter() {
             // SAFETY: `e.cqe` is the entry `0` of `e` (`HasCqe`), which stays in place and alive
             // as the caller guarantees for the ring; nothing is posted yet.
             unsafe { e.cqe.arm::<RecvEntry<T>, 0>() };
+            // INVARIANT: `qp`'s CQ (caller), set before any post.
+            e.direct.store(ctx == PollCtx::Direct, Ordering::Relaxed);
             // INVARIANT: `qp` is live until `disarm` and a grace period (caller).
             e.qp.store(qp, Ordering::Release);
         }

@@ -166,6 +166,11 @@ impl Cq {
         })
     }
 
+    /// How the CQ is polled (fixed at its allocation).
+    pub(crate) fn ctx(&self) -> PollCtx {
+        self.ctx
+    }
+
     pub(crate) fn as_raw(&self) -> *mut raw::ib_cq {
         self.ptr.as_ptr()
     }

@@ -32,7 +32,7 @@ use crate::{
     },
     rdma::{
         qp::{self, Mr, Wc},
-        recv::{RecvDone, RecvEntry},
+        recv::{RecvDone, RecvEntry, RecvRcu},
         RcuReader,
     },
 };
@@ -83,12 +83,12 @@ pub(super) fn unmap_request(rq: &Request<RdmaMq>) {
         // is started until its SEND is about to be posted), and a response cannot end a request
         // before its SEND was posted (`ReqEnd::take_response`): a timeout or an abort fired
         // inside `queue_rq`, or this driver broke the protocol. The holder's mappings stay with
-        // it (`ReqIo` leaks them, reported, when they are found later); recovery gives the queue
-        // a fresh MR pool.
+        // it: released if its submission fails, else forgotten, without another report, by the
+        // request's next use (`ReqIo::begin`); recovery gives the queue a fresh MR pool.
         let ctrl = rq.ctrl();
         dev_err!(
             ctrl,
-            "request tag {} busy at completion: its mappings are leaked\n",
+            "request tag {} busy at completion: its mappings may be leaked\n",
             rq.tag()
         );
         error_recovery(ctrl);
@@ -488,7 +488,7 @@ impl MqOps for RdmaMq {
 impl RecvDone for RspData {
     // (Inlined into the completion trampoline, its one caller, as C's handler is the callback.)
     #[inline(always)]
-    fn done(e: &RecvEntry<Self>, wc: &Wc) {
+    fn done(e: &RecvEntry<Self>, wc: &Wc, rcu: RecvRcu<'_>) {
         let RspData { ctrl, qid, stats } = e.data();
         if !wc.is_ok() {
             wr_error(ctrl, *qid, wc, "RECV");
@@ -513,9 +513,9 @@ impl RecvDone for RspData {
             ctrl.nvme()
                 .complete_async_event(cqe.status.to_le(), cqe.result.to_le());
         } else {
-            process_rsp(ctrl, *qid, *stats, &cqe, wc);
+            process_rsp(ctrl, *qid, *stats, &cqe, wc, rcu);
         }
-        if let Err(err) = wc.with_rcu(|rcu| e.post(rcu)) {
+        if let Err(err) = rcu.with(|r| e.post(r)) {
             // (Not a match on `Ok(()) | Err(ENOTCONN)`: that compared the result twice on
             // every receive.) ENOTCONN: the QP is going away (its id disarmed the ring).
             if err != ENOTCONN {
@@ -532,12 +532,19 @@ impl RecvDone for RspData {
 /// A response for an I/O or admin command (`nvme_rdma_process_nvme_rsp`). (Inlined into the
 /// receive handler, its one caller, as in C.)
 #[inline(always)]
-pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, stats: stats::Side, cqe: &Cqe, wc: &Wc) {
+pub(super) fn process_rsp(
+    ctrl: &Ctrl,
+    qid: u16,
+    stats: stats::Side,
+    cqe: &Cqe,
+    wc: &Wc,
+    rcu: RecvRcu<'_>,
+) {
     let (cid, status, result) = (cqe.command_id, cqe.status, cqe.result);
     let Some(rq) = ctrl.find_rq::<RdmaMq>(qid, cid) else {
-        let qpn = wc.with_rcu(|rcu| {
+        let qpn = rcu.with(|r| {
             ctrl.queue(qid)
-                .and_then(|q| q.qp.get(rcu))
+                .and_then(|q| q.qp.get(r))
                 .map_or(0, |qp| qp.num())
         });
         dev_err!(ctrl, "got bad command_id {:#x} on QP {:#x}\n", cid, qpn);
@@ -573,9 +580,9 @@ pub(super) fn process_rsp(ctrl: &Ctrl, qid: u16, stats: stats::Side, cqe: &Cqe, 
             return;
         }
         Invalidation::Local => {
-            let posted = wc.with_rcu(|rcu| {
+            let posted = rcu.with(|r| {
                 ctrl.queue(qid)
-                    .and_then(|q| q.qp.get(rcu))
+                    .and_then(|q| q.qp.get(r))
                     .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey))
             });
             match posted {

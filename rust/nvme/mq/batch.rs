@@ -26,9 +26,9 @@ pub(crate) struct RqList<'a, M: MqOps> {
 }
 
 /// A request popped from an [`RqList`]: the only way to name it to [`SendBatch::push`] or
-/// [`RqList::leave`]. It is neither `Copy` nor `Clone` and only [`RqList::pop`] makes one, and
-/// the list holds each request once: two `Popped` alive at once are two different requests, so a
-/// batch cannot take a request twice, with no search for it.
+/// [`RqList::leave`]. It is neither `Copy` nor `Clone` and only [`RqList::pop`] makes one; the
+/// list yields each request once during `'a` (what `leave` takes goes to another list, never
+/// popped), so the tokens a batch holds are of different requests, with no search for them.
 pub(crate) struct Popped<'a, M: MqOps>(&'a Request<M>);
 
 impl<'a, M: MqOps> Popped<'a, M> {
@@ -59,7 +59,8 @@ impl<'a, M: MqOps> RqList<'a, M> {
         // `rq_list_pop` (a static inline), done here rather than called through a helper.
         let l = self.list;
         // SAFETY: the list is valid and ours (type invariant): its requests are linked through
-        // `rq_next`, the last one's null, and `tail` is the last one (null when empty).
+        // `rq_next` (the union member in use while a request is on an `rq_list`), the last one's
+        // null, and `tail` is the last one (null when empty).
         let rq = unsafe {
             let rq = (*l).head;
             if rq.is_null() {
@@ -171,7 +172,8 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
             unsafe { core::slice::from_raw_parts(self.items.as_ptr().cast::<ChainItem<'a>>(), n) };
         // SAFETY: each item is the work requests of a request whose PDU `init_request_cb`
         // initialised, owned by the caller until now (`push`'s rule: a started request has one
-        // owner, see `with_cmd`), and no two are the same (each came from its own `Popped`).
+        // owner, see `with_cmd`), and no two are the same (each came from its own `Popped`, and
+        // the list yields each request once).
         let (posted, r) = unsafe { SendWrs::post_chain(self.qp, items) };
         for i in 0..n {
             // SAFETY: written by `push` (`i < n`).
