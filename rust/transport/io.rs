@@ -42,9 +42,6 @@ use core::sync::atomic::{
 };
 use kernel::prelude::*;
 
-// ------------------------------------------------------------------------------------------
-// The data path
-
 /// Transport state of a request.
 #[pin_data]
 pub(crate) struct ReqData {

@@ -171,9 +171,8 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
         let items =
             unsafe { core::slice::from_raw_parts(self.items.as_ptr().cast::<ChainItem<'a>>(), n) };
         // SAFETY: each item is the work requests of a request whose PDU `init_request_cb`
-        // initialised, owned by the caller until now (`push`'s rule: a started request has one
-        // owner, see `with_cmd`), and no two are the same (each came from its own `Popped`, and
-        // the list yields each request once).
+        // initialised, owned by the caller until now (`push`'s rule, see `with_cmd`); no two are
+        // the same (each came from its own `Popped`: the list yields each request once).
         let (posted, r) = unsafe { SendWrs::post_chain(self.qp, items) };
         for i in 0..n {
             // SAFETY: written by `push` (`i < n`).
