@@ -10,6 +10,10 @@
 pub(crate) mod capsule;
 pub(crate) mod cm;
 pub(crate) mod inval;
+// T10-PI's signature attributes (Documentation/t10-pi.rst): tested, not used by the transport
+// yet, so compiled only where the tests are.
+#[cfg(any(test, CONFIG_KUNIT = "y"))]
+pub(crate) mod pi;
 pub(crate) mod sgl;
 // Only the tests decode statuses (the core names them in its messages): dead code otherwise, a
 // warning on a kernel without KUnit.

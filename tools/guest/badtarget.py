@@ -11,7 +11,18 @@ connection per queue, answers in order. One misbehaviour (--mode) is applied to 
 that recovers (reconnects) finds a working target again.
 
 Usage: badtarget.py --addr IP [--port 4430] [--nqn NQN] [--mode MODE] [--on CLASS] [--nth N]
-                    [--lba BLOCK] [--delay S] [--size-mb M] [--verbose]
+                    [--lba BLOCK] [--delay S] [--size-mb M] [--ms BYTES] [--pi TYPE] [--no-inval]
+                    [--verbose]
+--no-inval: never answer with remote invalidation (SEND with Invalidate), even when the host's
+keyed SGL asks for it; a target may (the host then invalidates its MR itself: LOCAL_INV).
+A namespace with metadata (--ms, extended LBAs) and protection information (--pi 1-3, with
+--ms 8) is served as a controller that inserts and strips PI itself: every read and write must
+carry PRACT and a keyed SGL of exactly 512 bytes per block (no PI on the wire), and for types 1
+and 2 the reference tag of its first block's LBA (low 32 bits); one that does not is refused
+with Invalid Field. The target keeps a tuple per written block (its own CRC-16 of the block,
+CCITT, never sent, and the reference tag) that each read checks (Guard or Reference Tag Check
+Error on a mismatch). With --pi, SIGTERM prints the reads and writes it served with PRACT and
+those it refused or failed ("badtarget: pi: ...") before it exits.
 Modes, for a command of CLASS (io: read/write/flush on an I/O queue, with --lba only a read or write
 that touches that block; admin: an admin command that
 is not a Fabrics command; connect: Fabrics Connect on any queue; any: any command):
@@ -45,9 +56,11 @@ Modes for connection requests (CLASS is ignored; --nth counts requests: 1 = the 
 Prints one line per event ("badtarget: ...") on stdout; runs until killed.
 """
 import argparse
+import binascii
 import fcntl
 import os
 import select
+import signal
 import struct
 import sys
 import time
@@ -191,6 +204,8 @@ class Target:
         self.cntlid = 1
         self.late = {}           # qid -> the response held back by mode late
         self.ids = []            # every connection's CMID, never closed (see Queue.close)
+        self.pi = {}             # --pi: block -> (CRC-16 of the block, reference tag)
+        self.pi_count = {"write": 0, "read": 0, "refused": 0, "check-failed": 0}
         say("listening on", "%s:%d" % (a.addr, a.port), "nqn", a.nqn, "mode", a.mode, "on", a.on, "nth", a.nth)
 
     @staticmethod
@@ -375,7 +390,7 @@ class Target:
     def to_host(self, q, cmd, data, done, result=0, early=False):
         """RDMA WRITE data to the host's keyed SGL, then answer (early: answer first)."""
         addr, length, key, typ = self.sgl(cmd)
-        inval = key if typ & 0x0F == 0x0F else None
+        inval = key if typ & 0x0F == 0x0F and not self.a.no_inval else None
         n = min(len(data), length)
         if n == 0:
             done(result)
@@ -395,7 +410,7 @@ class Target:
     def from_host(self, q, cmd, then):
         """RDMA READ the host's keyed SGL, then then(bytes, inval)."""
         addr, length, key, typ = self.sgl(cmd)
-        inval = key if typ & 0x0F == 0x0F else None
+        inval = key if typ & 0x0F == 0x0F and not self.a.no_inval else None
         slot = q.free_data.pop()
 
         def read(s):
@@ -480,8 +495,64 @@ class Target:
         blocks = len(self.store) // 512
         struct.pack_into("<QQQ", b, 0, blocks, blocks, blocks)
         b[30] = 1                                          # nmic: shared (a multipath head, as nvmet)
+        if self.a.ms:
+            b[26] = 0x10                                   # flbas: lbaf 0, metadata in extended LBAs
+            b[27] = 0x01                                   # mc: extended LBAs supported
+        if self.a.pi:
+            b[28] = (1 << (self.a.pi - 1)) | 0x08          # dpc: this PI type; PI in the first 8 bytes
+            b[29] = self.a.pi | 0x08                       # dps: PI type, PI first (PI_FIRST)
+        struct.pack_into("<H", b, 128, self.a.ms)          # lbaf 0: ms
         b[130] = 9                                         # lbaf 0: 512 B
         return b
+
+    def pi_io(self, op, cmd, slba, nlb):
+        """--pi: the PI checks of a read or write; returns an error status, or 0 to go on."""
+        control = struct.unpack_from("<I", cmd, 48)[0] >> 16
+        reftag, = struct.unpack_from("<I", cmd, 56)
+        kind = "write" if op == 0x01 else "read"
+        _addr, length, _key, _typ = self.sgl(cmd)
+        why = None
+        if not control & 0x2000:                           # PRACT
+            why = "without PRACT (control %#x)" % control
+        elif length != nlb * 512:
+            why = "with %d bytes on the wire, not %d (no PI on the wire under PRACT)" % (length, nlb * 512)
+        elif self.a.pi in (1, 2) and reftag != slba & 0xFFFFFFFF:
+            why = "with reference tag %#x, not the LBA's %#x" % (reftag, slba & 0xFFFFFFFF)
+        if why:
+            self.pi_count["refused"] += 1
+            say("pi:", kind, "of", nlb, "blocks at", slba, why + ": refused")
+            return status_field(0x02, dnr=True)            # Invalid Field
+        self.pi_count[kind] += 1
+        return 0
+
+    def pi_ref(self, reftag, i):
+        return (reftag + i) & 0xFFFFFFFF if self.a.pi in (1, 2) else reftag
+
+    def pi_store(self, cmd, slba, data):
+        reftag, = struct.unpack_from("<I", cmd, 56)
+        for i in range(len(data) // 512):
+            self.pi[slba + i] = (binascii.crc_hqx(data[i * 512:(i + 1) * 512], 0), self.pi_ref(reftag, i))
+
+    def pi_check(self, cmd, slba, data):
+        reftag, = struct.unpack_from("<I", cmd, 56)
+        for i in range(len(data) // 512):
+            t = self.pi.get(slba + i)
+            if t is None:
+                continue                                   # never written: no PI to check (as escapes)
+            if t[0] != binascii.crc_hqx(data[i * 512:(i + 1) * 512], 0):
+                self.pi_count["check-failed"] += 1
+                say("pi: guard mismatch at block", slba + i)
+                return status_field(0x82, sct=2, dnr=True)  # End-to-end Guard Check Error
+            if t[1] != self.pi_ref(reftag, i):
+                self.pi_count["check-failed"] += 1
+                say("pi: reference tag", hex(self.pi_ref(reftag, i)), "for block", slba + i, "stored", hex(t[1]))
+                return status_field(0x84, sct=2, dnr=True)  # End-to-end Reference Tag Check Error
+        return 0
+
+    def pi_stats(self, *_):
+        say("pi:", " ".join("%s=%d" % kv for kv in self.pi_count.items()))
+        # (os._exit: no unwinding through the pyverbs objects kept open on purpose, Queue.close)
+        os._exit(0)
 
     def admin(self, q, cmd, done):
         op = cmd[0]
@@ -534,12 +605,21 @@ class Target:
         if off + n > len(self.store):
             done(status=status_field(0x80))                # LBA Out of Range
             return
+        if self.a.pi and op in (0x01, 0x02):
+            st = self.pi_io(op, cmd, slba, nlb)
+            if st == 0 and op == 0x02:
+                st = self.pi_check(cmd, slba, self.store[off:off + n])
+            if st:
+                done(status=st)
+                return
         if op == 0x02:                                     # Read
             self.to_host(q, cmd, self.store[off:off + n], done, early=hit and self.a.mode == "early")
         elif op == 0x01:                                   # Write
 
             def written(data, inval):
                 self.store[off:off + n] = data[:n]
+                if self.a.pi:
+                    self.pi_store(cmd, slba, data[:n])
                 done(inval=inval)
             self.from_host(q, cmd, written)
         else:
@@ -575,9 +655,17 @@ def main():
     p.add_argument("--delay", type=float, default=40.0)
     p.add_argument("--lba", type=int, default=None, help="io: count only reads and writes that touch this block")
     p.add_argument("--size-mb", type=int, default=16)
+    p.add_argument("--ms", type=int, default=0, help="metadata bytes per block (extended LBAs)")
+    p.add_argument("--pi", type=int, default=0, choices=[0, 1, 2, 3], help="protection information type (needs --ms 8)")
+    p.add_argument("--no-inval", action="store_true", help="never invalidate remotely (the host invalidates locally)")
     p.add_argument("--verbose", action="store_true", help="one line per command and answer")
     a = p.parse_args()
-    Target(a).run()
+    if a.pi and a.ms != 8:
+        p.error("--pi needs --ms 8 (PI only, as the host's nvme_ns_has_pi requires)")
+    t = Target(a)
+    if a.pi:
+        signal.signal(signal.SIGTERM, t.pi_stats)
+    t.run()
 
 
 if __name__ == "__main__":

@@ -79,6 +79,69 @@ t_bt_parallel() {
 	(($(bc <<<"$tc < 2 * $d"))) || { fail "the connect took $tc s: not under $((2 * d)) s, so the I/O queues were set up one after the other"; return 1; }
 }
 
+# t_bt_pi FABRIC: a namespace with protection information (type 1, 8 bytes of metadata in
+# extended LBAs) on a transport without integrity offload (max_integrity_segments 0, as C on a
+# device without IBK_INTEGRITY_HANDOVER; Documentation/t10-pi.rst): the nvme core must serve it
+# with PRACT on every read and write, the controller inserting and stripping the PI, and the
+# transport must carry 512 bytes per block (no PI on the wire). badtarget refuses a read or
+# write without PRACT, with another length on the wire or with a reference tag that is not the
+# LBA's, and checks the reference tag and its own CRC of each block it wrote on every read: 1
+# MiB read back identical with nothing refused or failed, and reads and writes counted, is the
+# claim; the namespace's size must be the target's 16 MiB. (A transport that set
+# max_integrity_segments without carrying PI, or lacked NVME_F_METADATA_SUPPORTED, fails it: the
+# first sends no PRACT, the second leaves the PI type unread and the capacity 0.)
+t_bt_pi() {
+	local f=$1 c dev blocks stats w r
+	bt_start "$f" --mode ok --ms 8 --pi 1 ${BT_VERBOSE:+--verbose} || return 1
+	c=$(bt_connect "$f" -i 1) || { tail -n 20 "$BT_LOG"; bt_stop; return 1; }
+	wait_for 30 ns_of $BT_NQN || { fail "no namespace"; bt_disconnect; bt_stop; return 1; }
+	dev=$(ns_of $BT_NQN)
+	blocks=$(cat "/sys/block/$(basename "$dev")/size")
+	[ "$blocks" = 32768 ] || { fail "the PI namespace has $blocks sectors, not 32768 (16 MiB)"; bt_disconnect; bt_stop; return 1; }
+	bt_verify "$dev" 1024 || { fail "1 MiB did not read back identical"; tail -n 20 "$BT_LOG"; bt_disconnect; bt_stop; return 1; }
+	info "$(basename "$c"), $(basename "$dev"): integrity profile '$(cat "/sys/block/$(basename "$dev")/integrity/format" 2>/dev/null || echo '?')', $blocks sectors"
+	bt_disconnect || { bt_stop; return 1; }
+	bt_stop
+	stats=$(grep 'badtarget: .*pi: write=' "$BT_LOG" | tail -n 1)
+	echo "# $stats"
+	[ -n "$stats" ] || { fail "badtarget printed no PI figures"; tail -n 5 "$BT_LOG"; return 1; }
+	[[ $stats == *" refused=0 check-failed=0"* ]] || { fail "reads or writes refused or failed their check: $stats"; grep 'pi:' "$BT_LOG" | head -n 5; return 1; }
+	w=$(sed -n 's/.* write=\([0-9]*\).*/\1/p' <<<"$stats")
+	r=$(sed -n 's/.* read=\([0-9]*\).*/\1/p' <<<"$stats")
+	# (1 MiB in 4 KiB writes: 256 commands at least, unless merged; at least one of each kind)
+	[ "${w:-0}" -gt 0 ] && [ "${r:-0}" -gt 0 ] || { fail "no reads or writes reached the PI namespace: $stats"; return 1; }
+}
+
+# t_bt_local_inval FABRIC: a target that never invalidates remotely (badtarget --no-inval: a plain
+# SEND answers a command whose keyed SGL asked for invalidation, which a target may do) leaves
+# every MR to the host's LOCAL_INV, a path nvmet-rdma never takes (it always invalidates
+# remotely, see datapath.sh dp_mr_phase). 1 MiB written in 4 KiB direct writes and read back the
+# same way must be identical. badtarget takes no in-capsule data (ioccsz 4), so each of the 512
+# commands has an MR: with rnvme_rdma, once the counters settle, mr_registrations must have risen
+# by at least 512 and local_invalidations by exactly as much, remote_invalidations not at all
+# (the C control has no counters: its data is checked).
+t_bt_local_inval() {
+	local f=$1 c dev
+	local s0_no_data s0_inline_writes s0_mr_registrations s0_remote_invalidations s0_local_invalidations s0_polled_completions
+	local s1_no_data s1_inline_writes s1_mr_registrations s1_remote_invalidations s1_local_invalidations s1_polled_completions
+	bt_start "$f" --mode ok --no-inval ${BT_VERBOSE:+--verbose} || return 1
+	c=$(bt_connect "$f" -i 1) || { tail -n 20 "$BT_LOG"; bt_stop; return 1; }
+	wait_for 30 ns_of $BT_NQN || { fail "no namespace"; bt_disconnect; bt_stop; return 1; }
+	dev=$(ns_of $BT_NQN)
+	if [ "$HOST_DRIVER" = rnvme ]; then dp_settle && dp_stats s0 || { bt_disconnect; bt_stop; return 1; }; fi
+	bt_verify "$dev" 1024 || { fail "1 MiB did not read back identical"; tail -n 20 "$BT_LOG"; bt_disconnect; bt_stop; return 1; }
+	if [ "$HOST_DRIVER" = rnvme ]; then dp_settle && dp_stats s1 || { bt_disconnect; bt_stop; return 1; }; fi
+	bt_disconnect || { bt_stop; return 1; }
+	bt_stop
+	[ "$HOST_DRIVER" = rnvme ] || { info "$(basename "$c"): 1 MiB identical with local invalidation only"; return 0; }
+	local dm=$((s1_mr_registrations - s0_mr_registrations)) drem=$((s1_remote_invalidations - s0_remote_invalidations))
+	local dloc=$((s1_local_invalidations - s0_local_invalidations))
+	info "$(basename "$c"): 1 MiB identical; mr_registrations +$dm, local_invalidations +$dloc, remote_invalidations +$drem"
+	[ $dm -ge 512 ] || { fail "512 commands with data raised mr_registrations by $dm, expected >= 512"; return 1; }
+	[ $dloc = $dm ] && [ $drem = 0 ] ||
+		{ fail "$dm registrations, $dloc local and $drem remote invalidations (the target never invalidates: all local)"; return 1; }
+}
+
 # t_bt_behaviour FABRIC MODE ON NTH [EXPECT]: the target misbehaves once (MODE on the NTH command
 # of class ON; for io, the NTH read or write of block 2048). `nvme connect` must end (a controller,
 # or an error) and a 4 KiB direct read of block 2048 must end (data or error) within 90 s; the
@@ -185,6 +248,8 @@ group_misbehave() {
 			dp_load "$d" || { tap_not_ok "misbehave: $d loads"; continue; }
 			run_test "misbehave: $f: $d: badtarget serves a controller (connect, 1 MiB identical, disconnect)" t_bt_smoke "$f"
 			run_test "misbehave: $f: $d: the I/O queues are set up together (4 Fabrics Connects answered 10 s late)" t_bt_parallel "$f"
+			run_test "misbehave: $f: $d: a namespace with PI (type 1, 8 bytes of metadata) is served with PRACT: 1 MiB identical, nothing refused" t_bt_pi "$f"
+			run_test "misbehave: $f: $d: a target that never invalidates remotely: 1 MiB identical (rnvme: every MR invalidated locally, counted)" t_bt_local_inval "$f"
 			for b in "${BT_BEHAVIOURS[@]}"; do
 				# shellcheck disable=SC2086 # the behaviour's words
 				# (the C driver is the control: its outcome is recorded, the fixes' claims are not
