@@ -525,27 +525,29 @@ class Target:
         self.pi_count[kind] += 1
         return 0
 
-    def pi_ref(self, reftag, i):
-        return (reftag + i) & 0xFFFFFFFF if self.a.pi in (1, 2) else reftag
+    def pi_tuples(self, cmd, slba, data):
+        """Each block of a read or write: (block, CRC-16 of its data, its reference tag)."""
+        reftag, = struct.unpack_from("<I", cmd, 56)
+        for i in range(len(data) // 512):
+            ref = (reftag + i) & 0xFFFFFFFF if self.a.pi in (1, 2) else reftag
+            yield slba + i, binascii.crc_hqx(data[i * 512:(i + 1) * 512], 0), ref
 
     def pi_store(self, cmd, slba, data):
-        reftag, = struct.unpack_from("<I", cmd, 56)
-        for i in range(len(data) // 512):
-            self.pi[slba + i] = (binascii.crc_hqx(data[i * 512:(i + 1) * 512], 0), self.pi_ref(reftag, i))
+        for block, crc, ref in self.pi_tuples(cmd, slba, data):
+            self.pi[block] = (crc, ref)
 
     def pi_check(self, cmd, slba, data):
-        reftag, = struct.unpack_from("<I", cmd, 56)
-        for i in range(len(data) // 512):
-            t = self.pi.get(slba + i)
+        for block, crc, ref in self.pi_tuples(cmd, slba, data):
+            t = self.pi.get(block)
             if t is None:
                 continue                                   # never written: no PI to check (as escapes)
-            if t[0] != binascii.crc_hqx(data[i * 512:(i + 1) * 512], 0):
+            if t[0] != crc:
                 self.pi_count["check-failed"] += 1
-                say("pi: guard mismatch at block", slba + i)
+                say("pi: guard mismatch at block", block)
                 return status_field(0x82, sct=2, dnr=True)  # End-to-end Guard Check Error
-            if t[1] != self.pi_ref(reftag, i):
+            if t[1] != ref:
                 self.pi_count["check-failed"] += 1
-                say("pi: reference tag", hex(self.pi_ref(reftag, i)), "for block", slba + i, "stored", hex(t[1]))
+                say("pi: reference tag", hex(ref), "for block", block, "stored", hex(t[1]))
                 return status_field(0x84, sct=2, dnr=True)  # End-to-end Reference Tag Check Error
         return 0
 
