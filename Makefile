@@ -1,21 +1,24 @@
 # SPDX-License-Identifier: GPL-2.0
 # rnvme-rdma: top-level targets. `make help` lists them.
 
-# With KDIR set, build directly against that Rust-enabled kernel build tree (built with LLVM=1).
-# Without it, everything happens in the project's build root against its reference kernel.
+# `make` builds rnvme_rdma.ko for the running kernel (KVER=<release> for another installed kernel):
+# from its headers, its linux-source package and its toolchain (scripts/distro-build,
+# Documentation/distro-kernels.rst), the equivalent of `make -C /lib/modules/$(uname -r)/build
+# M=$PWD` for kernels whose headers lack the Rust metadata. KDIR=<build tree>: directly against that
+# Rust-enabled kernel build tree (built with LLVM=1). `make reference`: against the project's
+# reference kernel in its build root (what the tests load).
 SHELL := /bin/bash
 KDIR ?=
 FLAVOUR ?= debug
 LLVM ?= 1
 
-.PHONY: bench-scale bench-soak bench-insns misbehave blktests all modules bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
+.PHONY: bench-scale bench-soak bench-insns misbehave blktests all modules reference bench check check-cold demo help host-test lint fmt vm kernel buildroot clean \
 	install uninstall dkms dkms-uninstall debian-check
 
 all: modules
 
-# KVER: a distribution's kernel installed on this machine (its headers, linux-source and toolchain;
-# Documentation/distro-kernels.rst), e.g. KVER=$$(uname -r). The install targets use it too.
-KVER ?=
+# KVER: the installed kernel to build and install for (default: the running one).
+KVER ?= $(shell uname -r)
 # Where install puts things (DESTDIR: a staging directory; depmod runs only without one).
 MODDIR = $(DESTDIR)/lib/modules/$(KVER)/updates
 ALIAS = $(DESTDIR)/etc/modprobe.d/rnvme-rdma.conf
@@ -37,32 +40,33 @@ install:
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean
 	rm -f rust/bindings/generated.rs .rnvme-kernel
-else ifneq ($(KVER),)
+else
+# A refusal (a kernel the policy does not serve) is one line; RNVME_HINT adds the way out.
 modules:
-	@scripts/distro-build -k $(KVER) -o .
+	@RNVME_HINT="make reference builds it against the project's reference kernel instead" \
+		scripts/distro-build -k $(KVER) -o .
 install:
 	@[ -f rnvme_rdma.ko ] || { echo "rnvme-rdma: no rnvme_rdma.ko: run make KVER=$(KVER) first"; exit 1; }
+	@m=$$(modinfo -F vermagic ./rnvme_rdma.ko 2>/dev/null); case "$$m" in "$(KVER) "*) ;; \
+		*) echo "rnvme-rdma: rnvme_rdma.ko is built for '$${m%% *}', not $(KVER): run make KVER=$(KVER) first"; exit 1;; esac
 	install -D -m 0644 rnvme_rdma.ko $(MODDIR)/rnvme_rdma.ko
 	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
 	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
-	@echo "rnvme-rdma: installed $(MODDIR)/rnvme_rdma.ko and $(ALIAS) (nvme-rdma now loads rnvme_rdma)"
+	@echo "rnvme-rdma: installed $(MODDIR)/rnvme_rdma.ko and $(ALIAS) (nvme-rdma loads rnvme_rdma on $(KVER), the C nvme_rdma on a kernel without it)"
 uninstall:
 	rm -f $(MODDIR)/rnvme_rdma.ko $(ALIAS)
 	@if [ -z "$(DESTDIR)" ]; then depmod -a $(KVER); fi
 	@echo "rnvme-rdma: removed; nvme-rdma loads the C nvme_rdma again (rmmod rnvme_rdma if it is loaded)"
 clean:
 	rm -f rnvme_rdma.ko
-else
-modules:
-	@ko=$$(scripts/module-build $(FLAVOUR)) && cp "$$ko" rnvme_rdma.ko && echo "built rnvme_rdma.ko (against the $(FLAVOUR) reference kernel)"
-install uninstall:
-	@echo "rnvme-rdma: make $@ needs KVER=<kernel release> (a distribution kernel) or KDIR=<build tree>"; exit 1
-clean:
-	rm -f rnvme_rdma.ko
 endif
 
+# The project's reference kernel (FLAVOUR=debug|release), in its build root: the tests' build.
+reference:
+	@ko=$$(scripts/module-build $(FLAVOUR)) && cp "$$ko" rnvme_rdma.ko && echo "built rnvme_rdma.ko (against the $(FLAVOUR) reference kernel)"
+
 # DKMS: this tree's sources as /usr/src/rnvme-rdma-<version>, built and installed for KVER (default:
-# the running kernel) and rebuilt by dkms on every kernel update; plus the modprobe.d alias.
+# the running kernel) and rebuilt by dkms on every kernel update; plus the modprobe.d rule (scripts/rnvme-rdma.conf).
 dkms:
 	rm -rf $(DKMS_SRC)
 	install -d $(DKMS_SRC)/scripts
@@ -71,10 +75,10 @@ dkms:
 	install -m 0644 scripts/rnvme-rdma.conf $(DKMS_SRC)/scripts/
 	@if dkms status rnvme-rdma/$(DKMS_VERSION) 2>/dev/null | grep -q .; then dkms remove rnvme-rdma/$(DKMS_VERSION) --all; fi
 	dkms add rnvme-rdma/$(DKMS_VERSION)
-	dkms build rnvme-rdma/$(DKMS_VERSION) -k $(or $(KVER),$(shell uname -r))
-	dkms install rnvme-rdma/$(DKMS_VERSION) -k $(or $(KVER),$(shell uname -r))
+	dkms build rnvme-rdma/$(DKMS_VERSION) -k $(KVER)
+	dkms install rnvme-rdma/$(DKMS_VERSION) -k $(KVER)
 	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
-	@echo "rnvme-rdma: installed with dkms (rebuilt on kernel updates) and $(ALIAS) (nvme-rdma now loads rnvme_rdma)"
+	@echo "rnvme-rdma: installed with dkms (rebuilt on kernel updates) and $(ALIAS) (nvme-rdma loads rnvme_rdma where a kernel has it, the C nvme_rdma elsewhere)"
 dkms-uninstall:
 	@if dkms status rnvme-rdma/$(DKMS_VERSION) 2>/dev/null | grep -q .; then dkms remove rnvme-rdma/$(DKMS_VERSION) --all; fi
 	rm -rf $(DKMS_SRC) $(ALIAS)
@@ -144,6 +148,18 @@ buildroot:
 help:
 	@echo "rnvme-rdma: NVMe over Fabrics RDMA host transport in Rust"
 	@echo
+	@echo "Installing (Documentation/distro-kernels.rst):"
+	@echo "  make               build rnvme_rdma.ko for the running kernel (KVER=R: for installed kernel R)"
+	@echo "                     from its headers, linux-source-<series> and rustc; Debian 7.2.y and 7.3.y;"
+	@echo "                     refuses a kernel it cannot serve in one line (KDIR=/path: a build tree)"
+	@echo "  make install       the module under /lib/modules/<KVER>/updates, depmod, and the modprobe.d"
+	@echo "                     rule: nvme-rdma loads rnvme_rdma where a kernel has it, the C nvme_rdma"
+	@echo "                     elsewhere; make uninstall reverses it"
+	@echo "  make dkms          dkms add/build/install for KVER (default: the running kernel) + the rule;"
+	@echo "                     rebuilt by dkms on kernel updates; make dkms-uninstall goes back to C"
+	@echo
+	@echo "Developing and testing (the project's build root and reference kernel):"
+	@echo "  make reference     build rnvme_rdma.ko against the reference kernel (FLAVOUR=debug|release)"
 	@echo "  make demo          build what is missing, boot the reference kernel in QEMU and run the"
 	@echo "                     connect / I/O / disconnect flow through rnvme_rdma (FLAVOUR=debug|release)"
 	@echo "  make check         build everything and run the test suite (TAP; ends 'N passed, N failed');"
@@ -194,15 +210,7 @@ help:
 	@echo "                     '--continue' runs only the tests the cache has no result for (goes on after"
 	@echo "                     an interrupted run), '--io-timeout S' nvme_core's I/O timeout for both"
 	@echo "                     drivers (default 120; 0: the kernel's 30)"
-	@echo "  make               build rnvme_rdma.ko against the reference kernel (or KDIR=/path/to/build)"
-	@echo "  make KVER=R        build rnvme_rdma.ko on this machine for its distribution kernel R (e.g."
-	@echo "                     \$$(uname -r); Debian 7.3.4+deb13: its headers + linux-source-7.3 + rustc;"
-	@echo "                     Documentation/distro-kernels.rst); refuses an unsupported kernel in one line"
-	@echo "  make install       KVER=R: the module under /lib/modules/R/updates, depmod, the modprobe.d alias"
-	@echo "                     (nvme-rdma loads rnvme_rdma); make uninstall KVER=R reverses it; with KDIR:"
-	@echo "                     modules_install + the alias"
-	@echo "  make dkms          dkms add/build/install for KVER (default: running kernel) + the alias; rebuilt"
-	@echo "                     by dkms on kernel updates; make dkms-uninstall goes back to the C nvme_rdma"
+
 	@echo "  make debian-check  Debian's own kernel end to end: a Debian host root (README's packages), the"
 	@echo "                     version policy, install, DKMS, a guest booting Debian's kernel (part of make"
 	@echo "                     check; ~1 min warm, ~3 min cold)"

@@ -17,6 +17,7 @@
 #include "fabrics.h"
 #include "helpers.h"
 
+/* modinfo's version: dkms.conf's PACKAGE_VERSION (make check compares them). */
 MODULE_VERSION("0.1.0");
 
 /* Values the Rust side hard-codes because bindgen cannot evaluate the macros. */

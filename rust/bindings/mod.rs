@@ -7,7 +7,10 @@
 //! but does not declare comes from `kernel::bindings` through the glob import, so a
 //! `raw::request` *is* a `kernel::bindings::request`.
 //!
-//! Only the abstraction layers (`rdma`, `nvme`) may use this module.
+//! Only the abstraction layers (`rdma`, `nvme`) may use this module, but for [`compat`]'s
+//! `prelude`, which the transport uses in place of `kernel::prelude`.
+
+pub(crate) mod compat;
 
 #[allow(
     dead_code,

@@ -135,7 +135,7 @@ struct CtrlVtable<T>(PhantomData<T>);
 impl<T: CtrlOps> CtrlVtable<T> {
     const OPS: raw::nvme_ctrl_ops = raw::nvme_ctrl_ops {
         name: kernel::str::as_char_ptr_in_const_context(T::NAME),
-        module: <crate::LocalModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        module: crate::bindings::compat::THIS_MODULE,
         flags: OPS_FLAGS,
         dev_attr_groups: core::ptr::null_mut(),
         reg_read32: Some(raw::nvmf_reg_read32),

@@ -7,7 +7,7 @@
 //! [`include/linux/scatterlist.h`](srctree/include/linux/scatterlist.h)
 
 use super::mq::{MqOps, Request};
-use crate::bindings::{raw, to_result};
+use crate::bindings::{compat, raw, to_result};
 use crate::rdma::{
     qp::{Qp, SgeList},
     Device,
@@ -34,7 +34,7 @@ impl<M: MqOps> Request<M> {
                     dev.as_raw(),
                     addr.cast(),
                     64,
-                    raw::dma_data_direction::DMA_TO_DEVICE.0,
+                    compat::DMA_TO_DEVICE,
                     &mut dma,
                 )
             })?;
@@ -96,11 +96,11 @@ impl<M: MqOps> Request<M> {
         sg.table.nents = mapped as u32;
         // `rq_dma_dir`.
         let dir = if self.is_write() {
-            raw::dma_data_direction::DMA_TO_DEVICE
+            compat::DMA_TO_DEVICE
         } else {
-            raw::dma_data_direction::DMA_FROM_DEVICE
+            compat::DMA_FROM_DEVICE
         };
-        sg.dir = dir.0;
+        sg.dir = dir;
         // SAFETY: the table's first `mapped` entries describe the request's data, which stays
         // valid until the request ends, after the mapping is dropped (unmapped with `dir`).
         let n = unsafe { dev.dma_map_sg(sg.table.sgl, mapped, dir) };
@@ -172,12 +172,7 @@ impl MappedCmd {
         }
         // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant).
         unsafe {
-            raw::rnvme_ib_dma_sync_single_for_device(
-                self.dev,
-                self.dma,
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-            )
+            raw::rnvme_ib_dma_sync_single_for_device(self.dev, self.dma, 64, compat::DMA_TO_DEVICE)
         };
     }
 }
@@ -191,14 +186,7 @@ impl Drop for MappedCmd {
         // SAFETY: `dma` maps 64 bytes to `dev`, which is registered (type invariant); the owner
         // drops the mapping when the device no longer reads the command (the request's use ended,
         // or its SEND was never posted).
-        unsafe {
-            raw::rnvme_ib_dma_unmap_single(
-                self.dev,
-                self.dma,
-                64,
-                raw::dma_data_direction::DMA_TO_DEVICE.0,
-            )
-        };
+        unsafe { raw::rnvme_ib_dma_unmap_single(self.dev, self.dma, 64, compat::DMA_TO_DEVICE) };
     }
 }
 
@@ -260,8 +248,7 @@ impl MappedSg {
     /// or the list cannot take every entry (then some may have been appended).
     #[inline(always)]
     pub(crate) fn push_to<const N: usize>(&self, sges: &mut SgeList<N>, qp: &Qp) -> Result<u32> {
-        if self.dev != qp.device().as_raw() || self.dir != raw::dma_data_direction::DMA_TO_DEVICE.0
-        {
+        if self.dev != qp.device().as_raw() || self.dir != compat::DMA_TO_DEVICE {
             return Err(EINVAL);
         }
         let mut total = 0u32;

@@ -19,9 +19,9 @@ use core::{
 };
 mod retire;
 
+use crate::bindings::compat::prelude::*;
 use kernel::{
     error::{from_err_ptr, to_result},
-    prelude::*,
     str::CStr,
     sync::Arc,
     types::ForeignOwnable,

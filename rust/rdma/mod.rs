@@ -13,7 +13,7 @@ pub(crate) mod qp_cell;
 pub(crate) mod recv;
 pub(crate) mod verbs;
 
-use crate::bindings::raw;
+use crate::bindings::{compat, raw};
 use core::marker::PhantomData;
 use kernel::{error::to_result, prelude::*, str::CStr, types::Opaque};
 
@@ -135,12 +135,7 @@ impl Device {
     /// `sg` is a valid scatterlist of at least `nents` entries, pointing at memory that stays
     /// valid until it is unmapped with the same direction.
     #[inline(always)]
-    pub(crate) unsafe fn dma_map_sg(
-        &self,
-        sg: *mut raw::scatterlist,
-        nents: i32,
-        dir: raw::dma_data_direction,
-    ) -> i32 {
+    pub(crate) unsafe fn dma_map_sg(&self, sg: *mut raw::scatterlist, nents: i32, dir: i32) -> i32 {
         #[cfg(CONFIG_INFINIBAND_VIRT_DMA)]
         if self.uses_virt_dma() {
             // SAFETY: the device is registered (type invariant); `sg` as the caller guarantees.
@@ -148,7 +143,15 @@ impl Device {
         }
         // SAFETY: the device is registered with a DMA device (type invariant, not a software
         // one); `sg` as the caller guarantees. The count is at most `nents`, which fits.
-        unsafe { raw::dma_map_sg_attrs((*self.0.get()).dma_device, sg, nents, dir, 0) as i32 }
+        unsafe {
+            raw::dma_map_sg_attrs(
+                (*self.0.get()).dma_device,
+                sg,
+                nents,
+                compat::dma_dir(dir),
+                0,
+            ) as i32
+        }
     }
 
     /// A copy of the device's name, e.g. `eth0_rxe`.
@@ -172,7 +175,7 @@ impl Device {
 
     /// Maximum scatter/gather entries per send work request.
     pub(crate) fn max_send_sge(&self) -> u32 {
-        self.attrs().max_send_sge
+        compat::attr_u32(self.attrs().max_send_sge)
     }
 
     /// Maximum pages of a fast-registration MR.
@@ -182,7 +185,7 @@ impl Device {
 
     /// Maximum outstanding RDMA READs as responder.
     pub(crate) fn max_qp_rd_atom(&self) -> u32 {
-        self.attrs().max_qp_rd_atom
+        compat::attr_u32(self.attrs().max_qp_rd_atom)
     }
 
     /// Whether the device supports memory management extensions (fast registration).

@@ -5,8 +5,9 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/mr_pool.h`](srctree/include/rdma/mr_pool.h)
 
+use crate::bindings::compat::prelude::*;
 use crate::bindings::{raw, to_result};
-use kernel::{prelude::*, str::CStr, types::Opaque};
+use kernel::{str::CStr, types::Opaque};
 
 mod wr;
 pub(super) use wr::sge;

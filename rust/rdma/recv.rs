@@ -12,10 +12,10 @@ use super::{
     verbs::{DeviceRef, DmaBuf, DmaDir, PollCtx},
     Device, RcuReader,
 };
+use crate::bindings::compat::prelude::*;
 use crate::bindings::raw;
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-use kernel::prelude::*;
 
 /// Handles the receive completions of a [`RecvRing`]'s entries. Runs in the CQ's polling
 /// context (softirq, or process context for a direct CQ): it must not sleep.

@@ -279,8 +279,8 @@ pub(crate) enum DmaDir {
 impl DmaDir {
     fn raw(self) -> i32 {
         match self {
-            DmaDir::ToDevice => raw::dma_data_direction::DMA_TO_DEVICE.0,
-            DmaDir::FromDevice => raw::dma_data_direction::DMA_FROM_DEVICE.0,
+            DmaDir::ToDevice => crate::bindings::compat::DMA_TO_DEVICE,
+            DmaDir::FromDevice => crate::bindings::compat::DMA_FROM_DEVICE,
         }
     }
 }

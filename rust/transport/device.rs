@@ -5,11 +5,12 @@
 
 #![deny(unsafe_code)]
 
+use crate::bindings::compat::prelude::*;
 use crate::rdma::{
     verbs::{DeviceRef, Pd},
     Device,
 };
-use kernel::{prelude::*, sync::Arc};
+use kernel::sync::Arc;
 
 const MAX_SEGMENTS: u32 = 256;
 /// Data segments a write may carry in the capsule (besides the command's own).

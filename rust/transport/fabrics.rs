@@ -12,12 +12,13 @@ use super::{
     setup::setup_ctrl,
     text,
 };
+use crate::bindings::compat::prelude::*;
 use crate::{
     nvme::{ctrl::Controller, opt, FabricsDevice, NvmeCtrl, Options, State, TransportOps},
     rdma::{ClientOps, Device, SockAddr},
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8};
-use kernel::{new_mutex, prelude::*, str::CStr, sync::aref::ARef};
+use kernel::{new_mutex, str::CStr, sync::aref::ARef};
 
 /// The default NVMe/RDMA service id (`NVME_RDMA_IP_PORT`).
 const DEFAULT_TRSVCID: &CStr = c"4420";

@@ -17,6 +17,7 @@ use super::{
     stats::{self, Counter},
     Ctrl, RdmaCtrl,
 };
+use crate::bindings::compat::prelude::*;
 use crate::{
     nvme::{
         mq::{
@@ -40,7 +41,6 @@ use core::sync::atomic::{
     AtomicBool, AtomicU32,
     Ordering::{Acquire, Relaxed},
 };
-use kernel::prelude::*;
 
 /// Transport state of a request.
 #[pin_data]

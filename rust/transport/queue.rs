@@ -12,6 +12,7 @@ use super::{
     device::{dev_get, max_fr_pages, DevUse},
     stats, text, Ctrl,
 };
+use crate::bindings::compat::prelude::*;
 use crate::{
     nvme::{opt, State},
     proto::{
@@ -32,7 +33,6 @@ use core::sync::atomic::{
 };
 use kernel::{
     new_condvar, new_mutex,
-    prelude::*,
     sync::{aref::ARef, Arc, CondVar, Mutex},
 };
 

@@ -12,6 +12,7 @@ use super::{
     queue::{Queue, AQ_BLK_MQ_DEPTH, AQ_DEPTH},
     Ctrl, RdmaCtrl,
 };
+use crate::bindings::compat::prelude::*;
 use crate::{
     nvme::{ctrl::CtrlOps, SetupError, State},
     proto::capsule::{self, SQE_LEN},
@@ -26,7 +27,6 @@ use core::sync::atomic::{
     Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst},
 };
 use kernel::{
-    prelude::*,
     str::CStr,
     sync::{aref::ARef, Arc, Completion},
     types::ScopeGuard,

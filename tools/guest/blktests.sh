@@ -45,8 +45,8 @@ if [ -z "$TESTS" ]; then
 fi
 read -ra list <<<"$TESTS"
 
-# The host driver: `modprobe nvme-rdma` (which blktests runs) resolves through the alias of
-# scripts/rnvme-rdma.conf to rnvme_rdma; without the alias, to the C nvme_rdma.
+# The host driver: `modprobe nvme-rdma` (which blktests runs) loads rnvme_rdma through the rule of
+# scripts/rnvme-rdma.conf; without the file, the C nvme_rdma.
 ALIAS=/etc/modprobe.d/rnvme-rdma.conf
 ALIAS_SAVE=$(cat "$ALIAS" 2>/dev/null)
 use_driver() {

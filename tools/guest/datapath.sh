@@ -3,7 +3,7 @@
 # after lib.sh. See Documentation/testing.rst ("The datapath group").
 #
 # Parameters (suite.sh also takes them as arguments: `suite.sh datapath driver=c fabrics=rxe`):
-#   HOST_DRIVER=rnvme|c   rnvme: `modprobe nvme-rdma` (the modprobe.d alias loads rnvme_rdma);
+#   HOST_DRIVER=rnvme|c   rnvme: `modprobe nvme-rdma` (the modprobe.d rule loads rnvme_rdma);
 #                         c: the C nvme_rdma (load_c_driver). Never both at once. A list
 #                         ("rnvme,c") runs the whole group once per driver.
 #   DP_FABRICS="rxe siw"  every test runs once per fabric (commas or spaces).

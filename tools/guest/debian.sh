@@ -1,11 +1,16 @@
 #!/bin/bash
-# In a guest booting Debian's own kernel (scripts/vm-run --flavour debian; tools/debian-check
-# installed rnvme_rdma for it with dkms beforehand): the module an admin would get, used as an
-# admin would use it, with the C nvme_rdma of the same kernel as the control in the same boot.
-# Usage: debian.sh KERNELRELEASE   (TAP in $RNVME_RESULTS/results.tap, group "debian")
+# In a guest booting Debian's own kernel (scripts/vm-run --flavour debian) with the install an
+# admin gets (dkms and /etc/modprobe.d/rnvme-rdma.conf, tools/debian-check):
+# - module: dkms built rnvme_rdma for this kernel: it serves `nvme connect -t rdma`, used as an
+#   admin would use it, with the C nvme_rdma of the same kernel as the control in the same boot;
+# - fallback: this kernel has no rnvme_rdma (dkms skipped it, its build failed, or it was
+#   removed), the install left in place: the same admin commands load the C nvme_rdma, with one
+#   line saying why.
+# Usage: debian.sh KERNELRELEASE module|fallback VERSION   (VERSION: dkms.conf's PACKAGE_VERSION)
+# (TAP in $RNVME_RESULTS/results.tap, group "debian")
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 : >"$TAP_FILE"
-KV=$1
+KV=$1 MODE=$2 VERSION=$3
 NQN=nqn.2026-11.io.rnvme:debian
 FABRIC=rxe   # Debian's kernel has no siw (CONFIG_RDMA_SIW is not set)
 MB=16
@@ -20,25 +25,42 @@ t_deb_kernel() {
 	case "$f" in "/lib/modules/$KV/updates/dkms/rnvme_rdma.ko"*) ;; *) fail "rnvme_rdma is $f, not dkms's"; return 1;; esac
 	m=$(modinfo -F vermagic rnvme_rdma)
 	[ "$m" = "$(modinfo -F vermagic nvme-core)" ] || { fail "vermagic '$m' is not nvme-core's '$(modinfo -F vermagic nvme-core)'"; return 1; }
+	local v
+	v=$(modinfo -F version rnvme_rdma)
+	[ "$v" = "$VERSION" ] || { fail "modinfo version is '$v', not dkms.conf's '$VERSION'"; return 1; }
+	[ -n "$(modinfo -F description rnvme_rdma)" ] && [ "$(modinfo -F license rnvme_rdma)" = GPL ] ||
+		{ fail "modinfo lacks the description or the GPL license"; return 1; }
 	info "$(cat /proc/version | cut -c1-100)"
-	info "rnvme_rdma: $f, vermagic '$m'"
+	info "rnvme_rdma $v: $f, vermagic '$m'"
 }
 
-# t_deb_alias: `modprobe nvme-rdma` (what `nvme connect -t rdma` asks the kernel for) loads
-# rnvme_rdma through the installed modprobe.d alias, not the C nvme_rdma; unsigned, it taints the
-# kernel (E) with the kernel's own message, as an out-of-tree module (O).
+# t_deb_nomodule: the fallback's premise: this kernel has no rnvme_rdma, and the install (the
+# modprobe.d file, dkms) is in place.
+t_deb_nomodule() {
+	[ "$(uname -r)" = "$KV" ] || { fail "running $(uname -r), not $KV"; return 1; }
+	! modinfo -n rnvme_rdma >/dev/null 2>&1 || { fail "rnvme_rdma is installed for $KV: $(modinfo -n rnvme_rdma)"; return 1; }
+	grep -q '^install nvme_rdma' /etc/modprobe.d/rnvme-rdma.conf || { fail "no rnvme-rdma.conf install rule in /etc/modprobe.d"; return 1; }
+	[ -d /usr/src/rnvme-rdma-"$VERSION" ] || { fail "rnvme-rdma $VERSION is not in dkms' sources"; return 1; }
+	info "$(cat /proc/version | cut -c1-100); no rnvme_rdma for it, rnvme-rdma $VERSION installed for other kernels"
+}
+
+# t_deb_alias: `modprobe nvme-rdma` loads rnvme_rdma through the installed modprobe.d rule, not
+# the C nvme_rdma, silently; unsigned, it taints the kernel (E) with the kernel's own message, as
+# an out-of-tree module (O).
 t_deb_alias() {
 	local t
 	[ ! -d /sys/module/rnvme_rdma ] && [ ! -d /sys/module/nvme_rdma ] || { fail "a transport is already loaded"; return 1; }
 	dmesg_mark
-	modprobe nvme-rdma || { fail "modprobe nvme-rdma failed"; return 1; }
+	modprobe nvme-rdma 2>/tmp/modprobe.err || { fail "modprobe nvme-rdma failed: $(cat /tmp/modprobe.err)"; return 1; }
+	[ ! -s /tmp/modprobe.err ] || { fail "modprobe nvme-rdma printed: $(cat /tmp/modprobe.err)"; return 1; }
+	! dmesg_since_mark | grep -q 'rnvme-rdma: ' || { fail "a fallback line: $(dmesg_since_mark | grep 'rnvme-rdma: ')"; return 1; }
 	[ -d /sys/module/rnvme_rdma ] || { fail "modprobe nvme-rdma did not load rnvme_rdma"; return 1; }
 	[ ! -d /sys/module/nvme_rdma ] || { fail "modprobe nvme-rdma loaded the C nvme_rdma"; return 1; }
 	t=$(cat /sys/module/rnvme_rdma/taint)
 	[ "$t" = OE ] || { fail "rnvme_rdma taint is '$t', want OE (out-of-tree, unsigned)"; return 1; }
 	dmesg_since_mark | grep -q 'rnvme_rdma: module verification failed: signature and/or required key missing' ||
 		{ fail "no signature message in the kernel log"; return 1; }
-	info "loaded through the alias: $(lsmod | awk '$1 == "rnvme_rdma" { print $1, $2 " bytes, used by " $3 }'); taint $t (unsigned: see distro-kernels.rst for MOK signing)"
+	info "loaded through the modprobe.d rule: $(lsmod | awk '$1 == "rnvme_rdma" { print $1, $2 " bytes, used by " $3 }'); taint $t (unsigned: see distro-kernels.rst for MOK signing)"
 }
 
 # deb_io DRIVER: connect over rxe through DRIVER's controller (rnvme: "transport rnvme_rdma" in
@@ -71,9 +93,45 @@ deb_io() {
 	host_disconnect "$NQN"
 }
 
+# t_deb_rnvme: with no transport loaded, `nvme connect -t rdma` makes the kernel ask for
+# nvme-rdma (request_module): rnvme_rdma serves the connection.
 t_deb_rnvme() {
+	rmmod rnvme_rdma 2>/dev/null
+	[ ! -d /sys/module/rnvme_rdma ] && [ ! -d /sys/module/nvme_rdma ] || { fail "a transport is still loaded"; return 1; }
 	deb_io rnvme || return 1
 	rmmod rnvme_rdma || { fail "rmmod rnvme_rdma failed"; return 1; }
+}
+
+# t_deb_fallback_connect: no transport loaded, `nvme connect -t rdma`: the kernel's request for
+# nvme-rdma loads the C nvme_rdma (rnvme_rdma is not there), with one kernel-log line saying why;
+# the C driver serves the same I/O as in the module guest.
+t_deb_fallback_connect() {
+	local why
+	[ ! -d /sys/module/rnvme_rdma ] && [ ! -d /sys/module/nvme_rdma ] || { fail "a transport is already loaded"; return 1; }
+	modprobe nvme-fabrics || { fail "cannot load nvme-fabrics"; return 1; }
+	dmesg_mark
+	deb_io c || return 1
+	why=$(dmesg_since_mark | grep 'rnvme-rdma: ')
+	[ "$(grep -c . <<<"$why")" = 1 ] && grep -q "rnvme_rdma not loaded on $KV (.*not found.*); loading the C nvme_rdma" <<<"$why" ||
+		{ fail "not one fallback line naming the reason: '$why'"; return 1; }
+	[ -d /sys/module/nvme_rdma ] && [ ! -d /sys/module/rnvme_rdma ] || { fail "the C nvme_rdma is not what loaded"; return 1; }
+	info "kernel log: ${why#*] }"
+	rmmod nvme_rdma || { fail "rmmod nvme_rdma failed"; return 1; }
+}
+
+# t_deb_fallback_modprobe: `modprobe nvme-rdma` by hand: exit 0, the C nvme_rdma loaded, the same
+# one line on modprobe's stderr and in the kernel log.
+t_deb_fallback_modprobe() {
+	local why
+	dmesg_mark
+	modprobe nvme-rdma 2>/tmp/modprobe.err || { fail "modprobe nvme-rdma failed: $(cat /tmp/modprobe.err)"; return 1; }
+	[ -d /sys/module/nvme_rdma ] && [ ! -d /sys/module/rnvme_rdma ] || { fail "the C nvme_rdma is not what loaded"; return 1; }
+	[ "$(wc -l </tmp/modprobe.err)" = 1 ] && grep -q "^rnvme-rdma: rnvme_rdma not loaded on $KV (" /tmp/modprobe.err ||
+		{ fail "modprobe's stderr is not the one fallback line: $(head -c 300 /tmp/modprobe.err)"; return 1; }
+	why=$(dmesg_since_mark | grep -c 'rnvme-rdma: ')
+	[ "$why" = 1 ] || { fail "$why fallback lines in the kernel log, want 1"; return 1; }
+	info "modprobe: $(cat /tmp/modprobe.err)"
+	rmmod nvme_rdma || { fail "rmmod nvme_rdma failed"; return 1; }
 }
 
 # t_deb_c: the C nvme_rdma of Debian's kernel, same target, same I/O; while it is loaded, loading
@@ -106,14 +164,23 @@ t_deb_foreign() {
 }
 
 run_group debian
-run_test "debian: Debian's own kernel $KV runs, rnvme_rdma installed by dkms for it" t_deb_kernel
+if [ "$MODE" = fallback ]; then
+	run_test "debian: Debian's own kernel $KV runs without rnvme_rdma, the install in place" t_deb_nomodule
+else
+	run_test "debian: Debian's own kernel $KV runs, rnvme_rdma $VERSION installed by dkms for it" t_deb_kernel
+fi
 fabric_up "$FABRIC" >/dev/null && target_port_up "$FABRIC" && target_subsys_add "$NQN" mem:64 >/dev/null &&
 	target_subsys_link "$NQN" "$FABRIC" || { tap_not_ok "debian: rxe and the nvmet-rdma target come up"; exit 1; }
-t="debian: a module built for another kernel is refused at load with one kernel line"
-if [ -f /results/foreign.ko ]; then run_test "$t" t_deb_foreign /results/foreign.ko
-else tap_skip "$t" "no reference-kernel rnvme_rdma.ko to try (make check builds one first)"; fi
-run_test "debian: modprobe nvme-rdma loads rnvme_rdma through the alias (unsigned: taint OE)" t_deb_alias
-run_test "debian: rnvme_rdma connects over rxe, $MB MiB identical + fio crc32c verify, disconnect, rmmod" t_deb_rnvme
-run_test "debian: C nvme_rdma control in the same boot (same I/O); rnvme_rdma refused beside it" t_deb_c
+if [ "$MODE" = fallback ]; then
+	run_test "debian: without rnvme_rdma, nvme connect -t rdma loads the C nvme_rdma (one kernel line why), $MB MiB identical + fio crc32c verify" t_deb_fallback_connect
+	run_test "debian: without rnvme_rdma, modprobe nvme-rdma loads the C nvme_rdma, exit 0, one line why" t_deb_fallback_modprobe
+else
+	t="debian: a module built for another kernel is refused at load with one kernel line"
+	if [ -f /results/foreign.ko ]; then run_test "$t" t_deb_foreign /results/foreign.ko
+	else tap_skip "$t" "no reference-kernel rnvme_rdma.ko to try (make check builds one first)"; fi
+	run_test "debian: modprobe nvme-rdma loads rnvme_rdma through the modprobe.d rule, silently (unsigned: taint OE)" t_deb_alias
+	run_test "debian: nvme connect -t rdma loads rnvme_rdma (the kernel's request), $MB MiB identical + fio crc32c verify, disconnect, rmmod" t_deb_rnvme
+	run_test "debian: C nvme_rdma control in the same boot (same I/O); rnvme_rdma refused beside it" t_deb_c
+fi
 grep -q '^not ok' "$TAP_FILE" && exit 1
 exit 0

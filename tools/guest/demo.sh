@@ -51,7 +51,7 @@ step "bringing up $FABRIC and an nvmet-rdma target (memory-backed null_blk, 256 
 fabric_up "$FABRIC" && target_port_up "$FABRIC" && target_subsys_add "$NQN" mem:256 && target_subsys_link "$NQN" "$FABRIC" ||
 	{ sum[result]="FAILED: target setup"; summary; exit 1; }
 
-step "loading rnvme_rdma (modprobe nvme-rdma, via the modprobe.d alias)"
+step "loading rnvme_rdma (modprobe nvme-rdma, via the modprobe.d rule)"
 [ -d /sys/module/nvme_rdma ] && { echo "the C nvme_rdma is loaded; refusing to run the demo"; exit 1; }
 modprobe nvme-rdma && [ -d /sys/module/rnvme_rdma ] || { sum[result]="FAILED: rnvme_rdma did not load"; summary; exit 1; }
 sum[module]="rnvme_rdma $(cat /sys/module/rnvme_rdma/version)"

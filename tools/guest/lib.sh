@@ -186,7 +186,7 @@ host_disconnect() {
 	wait_for 30 sh -c "! grep -lx '$1' /sys/class/nvme/nvme*/subsysnqn" || { fail "controllers of $1 remain"; return 1; }
 }
 
-# load_c_driver: the C nvme_rdma, loaded by path (the modprobe.d alias points at rnvme_rdma;
+# load_c_driver: the C nvme_rdma, loaded by path (the modprobe.d rule loads rnvme_rdma for nvme-rdma;
 # a distribution's modules may be compressed: nvme-rdma.ko.xz).
 load_c_driver() {
 	[ -d /sys/module/nvme_rdma ] && return 0

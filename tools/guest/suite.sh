@@ -44,11 +44,15 @@ t_debug_config() {
 	info "KASAN, lockdep, kmemleak on; kernel $(uname -r)"
 }
 
+# t_modprobe_alias: nvme-rdma runs scripts/rnvme-rdma.conf's install rule, which loads
+# rnvme_rdma, found in this kernel's tree (extra/, module-build).
 t_modprobe_alias() {
 	local r
 	r=$(modprobe -n -v nvme-rdma 2>&1) || { fail "modprobe -n nvme-rdma: $r"; return 1; }
-	info "modprobe nvme-rdma -> $r"
-	grep -q 'extra/rnvme_rdma.ko' <<<"$r" || { fail "nvme-rdma does not resolve to rnvme_rdma"; return 1; }
+	grep -q '^install .*/sbin/modprobe --ignore-install rnvme_rdma' <<<"$r" || { fail "nvme-rdma does not run the rnvme_rdma install rule: $r"; return 1; }
+	r=$(modprobe -n -v rnvme_rdma 2>&1) || { fail "modprobe -n rnvme_rdma: $r"; return 1; }
+	info "modprobe nvme-rdma -> the install rule -> $(tail -n 1 <<<"$r")"
+	grep -q 'extra/rnvme_rdma.ko' <<<"$r" || { fail "rnvme_rdma does not resolve to extra/rnvme_rdma.ko: $r"; return 1; }
 	[ -f "/lib/modules/$(uname -r)/kernel/drivers/nvme/host/nvme-rdma.ko" ] || { fail "the C nvme-rdma.ko is not installed"; return 1; }
 }
 

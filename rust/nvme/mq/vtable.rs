@@ -100,7 +100,7 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
             (*pdu).inv_cqe.arm::<Pdu<M>, INV>();
             SendWrs::init(&raw mut (*pdu).wrs, &(*pdu).send_cqe, &(*pdu).reg_cqe);
             let init = M::init_request(ctrl, ADMIN, hctx_idx);
-            match init.__init(&raw mut (*pdu).data) {
+            match crate::bindings::compat::init_in_place(init, &raw mut (*pdu).data) {
                 Ok(()) => 0,
                 Err(e) => e.to_errno(),
             }

@@ -32,7 +32,7 @@ impl<H: CmHandler> Retired<H> {
         if wait {
             // Whoever read the QP from the cell or a receive entry before they were cleared did
             // so inside an RCU read-side section (`RcuReader`): wait until all have ended.
-            kernel::sync::rcu::synchronize_rcu();
+            crate::bindings::compat::synchronize_rcu();
         }
         // SAFETY: a grace period passed since `self` was made, or there is no QP to wait for.
         unsafe { self.finish() };
@@ -143,7 +143,7 @@ impl<H: CmHandler> CmId<H> {
             }
         }
         if retired.iter().any(|r| !r.qp.is_null()) {
-            kernel::sync::rcu::synchronize_rcu();
+            crate::bindings::compat::synchronize_rcu();
             waits += 1;
         }
         for r in retired.drain_all() {

@@ -15,7 +15,7 @@ use kernel::prelude::*;
 
 /// Waits for an RCU grace period, counted ([`Counter::TeardownRcuWaits`]).
 fn wait_for_readers() {
-    kernel::sync::rcu::synchronize_rcu();
+    crate::bindings::compat::synchronize_rcu();
     count(Counter::TeardownRcuWaits, 0, 1);
 }
 
