@@ -81,12 +81,12 @@ pub(crate) fn attr_u32(v: i32) -> u32 {
 pub(crate) fn synchronize_rcu() {
     #[cfg(not(rnvme_linux_7_2))]
     kernel::sync::rcu::synchronize_rcu();
-    // SAFETY: `synchronize_rcu` may be called from any sleepable context, as this function's
-    // callers are (it is what the kernel crate's 7.3 wrapper does).
     #[cfg(rnvme_linux_7_2)]
-    unsafe {
-        raw::synchronize_rcu()
-    };
+    {
+        // SAFETY: `synchronize_rcu` may be called from any sleepable context, as this
+        // function's callers are (it is what the kernel crate's 7.3 wrapper does).
+        unsafe { raw::synchronize_rcu() };
+    }
 }
 
 /// This module's `struct module` (`THIS_MODULE`): 7.3's `module!` makes it an associated
@@ -107,9 +107,10 @@ pub(crate) const THIS_MODULE: *mut raw::module = crate::THIS_MODULE.as_ptr();
 #[inline(always)]
 pub(crate) unsafe fn init_in_place<T, E>(init: impl PinInit<T, E>, slot: *mut T) -> Result<(), E> {
     // SAFETY: as the caller guarantees.
-    #[cfg(not(rnvme_linux_7_2))]
-    return unsafe { init.__init(slot) };
-    // SAFETY: as the caller guarantees.
-    #[cfg(rnvme_linux_7_2)]
-    return unsafe { init.__pinned_init(slot) };
+    unsafe {
+        #[cfg(not(rnvme_linux_7_2))]
+        return init.__init(slot);
+        #[cfg(rnvme_linux_7_2)]
+        return init.__pinned_init(slot);
+    }
 }

@@ -10,7 +10,6 @@ use crate::bindings::raw;
 use crate::nvme::ctrl::Controller;
 use crate::rdma::qp::SendWrs;
 use core::marker::PhantomData;
-use kernel::prelude::*;
 
 /// The `blk_mq_ops` of `M`'s admin (`ADMIN = true`) or I/O tag set.
 pub(crate) struct MqVtable<M, const ADMIN: bool>(PhantomData<M>);
