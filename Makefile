@@ -211,9 +211,10 @@ help:
 	@echo "                     an interrupted run), '--io-timeout S' nvme_core's I/O timeout for both"
 	@echo "                     drivers (default 120; 0: the kernel's 30)"
 
-	@echo "  make debian-check  Debian's own kernel end to end: a Debian host root (README's packages), the"
-	@echo "                     version policy, install, DKMS, a guest booting Debian's kernel (part of make"
-	@echo "                     check; ~1 min warm, ~3 min cold)"
+	@echo "  make debian-check  Debian's own 7.3 and 7.2 kernels end to end: a Debian host root (README's"
+	@echo "                     packages), the version policy, install, DKMS, 7.2 installed as an update,"
+	@echo "                     a guest per kernel, one of a kernel without the module (the C driver"
+	@echo "                     serves); part of make check; ~3 min warm, ~7 min cold after the root)"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
 	@echo "  make host-test     host unit tests of the pure code"
 	@echo "  make fmt           rustfmt the sources with the kernel's .rustfmt.toml"
