@@ -47,7 +47,7 @@ modules:
 		scripts/distro-build -k $(KVER) -o .
 install:
 	@[ -f rnvme_rdma.ko ] || { echo "rnvme-rdma: no rnvme_rdma.ko: run make KVER=$(KVER) first"; exit 1; }
-	@m=$$(modinfo -F vermagic ./rnvme_rdma.ko 2>/dev/null); case "$$m" in "$(KVER) "*) ;; \
+	@m=$$(/sbin/modinfo -F vermagic ./rnvme_rdma.ko 2>/dev/null); case "$$m" in "$(KVER) "*) ;; \
 		*) echo "rnvme-rdma: rnvme_rdma.ko is built for '$${m%% *}', not $(KVER): run make KVER=$(KVER) first"; exit 1;; esac
 	install -D -m 0644 rnvme_rdma.ko $(MODDIR)/rnvme_rdma.ko
 	install -D -m 0644 scripts/rnvme-rdma.conf $(ALIAS)
@@ -214,7 +214,7 @@ help:
 	@echo "  make debian-check  Debian's own 7.3 and 7.2 kernels end to end: a Debian host root (README's"
 	@echo "                     packages), the version policy, install, DKMS, 7.2 installed as an update,"
 	@echo "                     a guest per kernel, one of a kernel without the module (the C driver"
-	@echo "                     serves); part of make check; ~3 min warm, ~7 min cold after the root)"
+	@echo "                     serves); part of make check; ~3 min warm, ~7 min cold after the root"
 	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
 	@echo "  make host-test     host unit tests of the pure code"
 	@echo "  make fmt           rustfmt the sources with the kernel's .rustfmt.toml"

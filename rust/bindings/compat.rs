@@ -18,8 +18,8 @@ pub(crate) mod prelude {
     pub(crate) use kernel::prelude::*;
 }
 
-/// 7.2's `kernel::error::code` lacks the `errno.h` codes above 34 that 7.3 added (7.3's prelude
-/// has them), and its `Error` has no public `const` constructor.
+/// 7.2's `kernel::error::code` lacks these four `errno.h` codes, which 7.3 added (with most of
+/// the others) to its prelude, and its `Error` has no public `const` constructor.
 #[cfg(rnvme_linux_7_2)]
 mod errno {
     use super::raw;

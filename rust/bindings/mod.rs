@@ -7,8 +7,8 @@
 //! but does not declare comes from `kernel::bindings` through the glob import, so a
 //! `raw::request` *is* a `kernel::bindings::request`.
 //!
-//! Only the abstraction layers (`rdma`, `nvme`) may use this module, but for [`compat`]'s
-//! `prelude`, which the transport uses in place of `kernel::prelude`.
+//! Only the abstraction layers (`rdma`, `nvme`) may use this module, but for [`compat`]: its
+//! `prelude`, which the transport uses in place of `kernel::prelude`, and its safe wrappers.
 
 pub(crate) mod compat;
 

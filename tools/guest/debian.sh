@@ -7,7 +7,7 @@
 #   removed), the install left in place: the same admin commands load the C nvme_rdma, with one
 #   line saying why.
 # Usage: debian.sh KERNELRELEASE module|fallback VERSION   (VERSION: dkms.conf's PACKAGE_VERSION)
-# (TAP in $RNVME_RESULTS/results.tap, group "debian")
+# (TAP in $RNVME_RESULTS/results.tap, group "debian", or "debian_fallback" in fallback mode)
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 : >"$TAP_FILE"
 KV=$1 MODE=$2 VERSION=$3
@@ -94,11 +94,14 @@ deb_io() {
 	host_disconnect "$NQN"
 }
 
-# t_deb_rnvme: with no transport loaded, `nvme connect -t rdma` makes the kernel ask for
-# nvme-rdma (request_module): rnvme_rdma serves the connection.
+# t_deb_rnvme: `modprobe -r nvme-rdma` unloads rnvme_rdma (the rule's remove half); then, with no
+# transport loaded, `nvme connect -t rdma` makes the kernel ask for nvme-rdma (request_module):
+# rnvme_rdma serves the connection.
 t_deb_rnvme() {
-	rmmod rnvme_rdma 2>/dev/null
-	[ ! -d /sys/module/rnvme_rdma ] && [ ! -d /sys/module/nvme_rdma ] || { fail "a transport is still loaded"; return 1; }
+	[ -d /sys/module/rnvme_rdma ] || { fail "rnvme_rdma is not loaded"; return 1; }
+	modprobe -r nvme-rdma || { fail "modprobe -r nvme-rdma failed"; return 1; }
+	[ ! -d /sys/module/rnvme_rdma ] && [ ! -d /sys/module/nvme_rdma ] || { fail "modprobe -r nvme-rdma left a transport loaded"; return 1; }
+	modprobe nvme-fabrics || { fail "cannot load nvme-fabrics"; return 1; }
 	deb_io rnvme || return 1
 	rmmod rnvme_rdma || { fail "rmmod rnvme_rdma failed"; return 1; }
 }
@@ -164,7 +167,7 @@ t_deb_foreign() {
 	info "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)'s module: $(cat /tmp/insmod.err); kernel: $(dmesg_since_mark | grep 'rnvme_rdma: ' | sed 's/^\[[ 0-9.]*\] //')"
 }
 
-run_group debian
+if [ "$MODE" = fallback ]; then run_group debian_fallback; else run_group debian; fi
 if [ "$MODE" = fallback ]; then
 	run_test "debian: Debian's own kernel $KV runs without rnvme_rdma, the install in place" t_deb_nomodule
 else
@@ -180,7 +183,7 @@ else
 	if [ -f /results/foreign.ko ]; then run_test "$t" t_deb_foreign /results/foreign.ko
 	else tap_skip "$t" "no reference-kernel rnvme_rdma.ko to try (make check builds one first)"; fi
 	run_test "debian: modprobe nvme-rdma loads rnvme_rdma through the modprobe.d rule, silently (unsigned: taint OE)" t_deb_alias
-	run_test "debian: nvme connect -t rdma loads rnvme_rdma (the kernel's request), $MB MiB identical + fio crc32c verify, disconnect, rmmod" t_deb_rnvme
+	run_test "debian: modprobe -r nvme-rdma unloads it; nvme connect -t rdma loads rnvme_rdma (the kernel's request), $MB MiB identical + fio crc32c verify, disconnect, rmmod" t_deb_rnvme
 	run_test "debian: C nvme_rdma control in the same boot (same I/O); rnvme_rdma refused beside it" t_deb_c
 fi
 grep -q '^not ok' "$TAP_FILE" && exit 1
