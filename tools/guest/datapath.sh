@@ -739,7 +739,8 @@ dp_group_one() {
 	local f p d=$HOST_DRIVER
 	# In a split run (on_fabric) a test runs on both fabrics where the fabric decides its path
 	# (queue setup and limits, the CM's errors, inline and registration choices, polling) and on
-	# the one named otherwise.
+	# the one named otherwise. The check tier (lib.sh full_tier) leaves the file systems, interop,
+	# several controllers, and siw's polling and batching (rxe's run) to the full tier.
 	for f in ${DP_FABRICS//,/ }; do
 		p="datapath[$d/$f]"
 		run_test "$p: setup: $f, nvmet-rdma, $(dp_mod "$d") loaded" dp_wrap t_dp_setup "$f"
@@ -749,9 +750,9 @@ dp_group_one() {
 		run_test "$p: connect -Q 256" dp_wrap t_dp_connect "$f" -Q 256
 		on_fabric "$f" rxe && run_test "$p: nvme discover lists the port's subsystems" dp_wrap t_dp_discover "$f"
 		run_test "$p: fio crc32c verify, 512 B-1 MiB, iodepth 1/32, 2 jobs" dp_wrap t_dp_fio "$f"
-		on_fabric "$f" rxe && run_test "$p: ext4 checksums survive drop_caches, remount, reconnect" dp_wrap t_dp_fs "$f" ext4
-		on_fabric "$f" siw && run_test "$p: xfs checksums survive drop_caches, remount, reconnect" dp_wrap t_dp_fs "$f" xfs
-		if ! on_fabric "$f" rxe; then :
+		on_fabric "$f" rxe && full_tier && run_test "$p: ext4 checksums survive drop_caches, remount, reconnect" dp_wrap t_dp_fs "$f" ext4
+		on_fabric "$f" siw && full_tier && run_test "$p: xfs checksums survive drop_caches, remount, reconnect" dp_wrap t_dp_fs "$f" xfs
+		if ! on_fabric "$f" rxe || ! full_tier; then :
 		elif [ "$d" = rnvme ]; then
 			run_test "$p: interop rnvme_rdma -> nvme_rdma -> rnvme_rdma" dp_wrap t_dp_interop "$f" rnvme c
 		else
@@ -767,9 +768,9 @@ dp_group_one() {
 		else
 			tap_skip "$p: small writes and a discard's ranges inline, large I/O fast-registered (stats)" "rnvme_rdma counters (driver=rnvme)"
 		fi
-		run_test "$p: connect -W 1 -P 1: write and poll queues, polled I/O verified" dp_wrap t_dp_poll "$f"
-		run_test "$p: io_uring submitting 8 at a time: a plug's requests posted together (queue_rqs), verified" dp_wrap t_dp_batch "$f"
-		on_fabric "$f" rxe && run_test "$p: multiple controllers, two subsystems, I/O on each" dp_wrap t_dp_multi "$f"
+		tier_on "$f" rxe && run_test "$p: connect -W 1 -P 1: write and poll queues, polled I/O verified" dp_wrap t_dp_poll "$f"
+		tier_on "$f" rxe && run_test "$p: io_uring submitting 8 at a time: a plug's requests posted together (queue_rqs), verified" dp_wrap t_dp_batch "$f"
+		on_fabric "$f" rxe && full_tier && run_test "$p: multiple controllers, two subsystems, I/O on each" dp_wrap t_dp_multi "$f"
 		run_test "$p: teardown: subsystems removed, driver unloads" dp_wrap t_dp_teardown "$f"
 	done
 }

@@ -65,6 +65,17 @@ on_fabric() {
 		[[ " ${DP_FABRICS//,/ } " != *" $2 "* ]]
 }
 
+# RNVME_TIER (suite.sh tier=check|full, default full): make check, CI's gate, runs the check tier,
+# which keeps every group on at least one fabric, both fabrics where the fabric decides, every
+# reproducer of a crash or hang fixed so far, within CI's time budget; `make check-full` runs the
+# full tier, every test (Documentation/testing.rst, "Tiers"). full_tier: whether a test that only
+# the full tier runs runs.
+RNVME_TIER=${RNVME_TIER:-full}
+full_tier() { [ "$RNVME_TIER" = full ]; }
+# tier_on F WHERE: a test the full tier runs on every fabric and the check tier on WHERE only (or,
+# when DP_FABRICS leaves WHERE out, on the others): whether its instance on fabric F runs.
+tier_on() { full_tier || [ "$1" = "$2" ] || [[ " ${DP_FABRICS//,/ } " != *" $2 "* ]]; }
+
 # target_port_up FABRIC [NQN...]: an nvmet-rdma port listening on the fabric's address, port 4420,
 # exposing the subsystems NQN...
 # Ports stay up for the whole boot and always keep the "anchor" subsystem linked: removing an

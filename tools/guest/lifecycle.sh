@@ -201,7 +201,7 @@ t_lc_rmmod_live() {
 
 group_lifecycle() {
 	run_test "lifecycle: rxe: nvme reset under fio verify" t_lc_reset_under_io rxe
-	run_test "lifecycle: siw: nvme reset under fio verify" t_lc_reset_under_io siw
+	full_tier && run_test "lifecycle: siw: nvme reset under fio verify" t_lc_reset_under_io siw
 	# (a split run, lib.sh on_fabric: the reset drains each provider's queues its own way; the
 	# queue count is the core's and ours, on siw only)
 	on_fabric rxe siw && run_test "lifecycle: rxe: queue count shrinks and grows across reconnects" t_lc_queue_count rxe

@@ -2,7 +2,7 @@
 # The in-guest test suite of `make check`: one boot of the debug kernel runs every group below.
 # Usage (under scripts/vm-run):
 #   suite.sh [GROUP...] [driver=rnvme|c|rnvme,c] [fabrics=rxe,siw] [cycles=N] [only=TEXT|...]
-#            [split=yes|no] [wire=split|all]
+#            [split=yes|no] [wire=split|all] [tier=check|full]
 #   groups: harness module (the default), datapath and datapath_quick (tools/guest/datapath.sh,
 #   lifecycle.sh), lifecycle (tools/guest/lifecycle.sh), faults (faults.sh), bench (bench.sh: the
 #   benchmark's quick mode as a smoke test), wire (wire.sh: only in the host guest of
@@ -17,6 +17,7 @@
 #   each (yes) or on every fabric (no, the default; lib.sh on_fabric).
 #   wire=: the wire group's scenarios on every fabric (all, the default) or each on one (split;
 #   make check's default, see wire.sh WIRE_MODE).
+#   tier=: the check tier (make check) or every test (full, the default; lib.sh full_tier).
 . "$RNVME_PROJECT/tools/guest/lib.sh"
 . "$RNVME_PROJECT/tools/guest/datapath.sh"
 . "$RNVME_PROJECT/tools/guest/lifecycle.sh"
@@ -251,9 +252,10 @@ for g in "$@"; do
 	rm_only=*) WIRE_RM_ONLY=${g#rm_only=};;
 	split=yes|split=no) FABRIC_SPLIT=${g#split=};;
 	wire=*) WIRE_MODE=${g#wire=};;
+	tier=check|tier=full) RNVME_TIER=${g#tier=};;
 	c-all=yes) BT_C_ALL=yes;;
 	bt-verbose=yes) BT_VERBOSE=yes;;
-	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, repeat=N, storm=N, storm_jitter=yes, rm_only=TEXT, split=yes|no, wire=split|all, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
+	*=*) echo "unknown setting '$g' (driver=rnvme|c|rnvme,c, fabrics=rxe,siw, cycles=N, only=TEXT, repeat=N, storm=N, storm_jitter=yes, rm_only=TEXT, split=yes|no, wire=split|all, tier=check|full, c-all=yes, bt-verbose=yes)" >&2; exit 2;;
 	*) groups+=("$g");;
 	esac
 done
