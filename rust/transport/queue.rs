@@ -90,6 +90,10 @@ pub(super) struct CmState {
     pub(super) outcome: Option<Result>,
     /// Receive buffers were posted (the connection was established): the QP needs a drain.
     pub(super) recvs_posted: bool,
+    /// This host disconnected the connection and drained its QP, its queue marked lost and a
+    /// grace period passed before ([`disconnect_and_drain`]): nothing of it is posted or can
+    /// complete any more, and stopping it again would only repeat the wait and the drain.
+    pub(super) stopped: bool,
 }
 
 /// The rdma_cm event handler of a queue's connection.
@@ -391,6 +395,7 @@ fn disconnect_and_drain(cm: &CmId<ConnCm>) {
     if let Some(qp) = cm.qp() {
         qp.drain();
     }
+    cm.handler().state.lock().stopped = true;
 }
 
 /// One NVMe queue (0 is the admin queue).
@@ -450,6 +455,7 @@ impl Queue {
                 state <- new_mutex!(CmState {
                     outcome: None,
                     recvs_posted: false,
+                    stopped: false,
                 }),
                 cond <- new_condvar!(),
             }),

@@ -7,11 +7,11 @@ It serves one NVM subsystem with one namespace backed by memory, over any RDMA d
 binds the address to (rxe, siw). Everything else in it is deliberately simple and strict: all data
 moves by RDMA READ/WRITE against the host's keyed SGLs (ioccsz 4: no in-capsule data), one
 connection per queue, answers in order. One misbehaviour (--mode) is applied to the Nth command
-(or connection request) of a class (--on); every other command is answered correctly, so a host
+(or connection request) of a class (--on), and to the C-1 after it with --count C; every other command is answered correctly, so a host
 that recovers (reconnects) finds a working target again.
 
 Usage: badtarget.py --addr IP [--port 4430] [--nqn NQN] [--mode MODE] [--on CLASS] [--nth N]
-                    [--lba BLOCK] [--delay S] [--size-mb M] [--ms BYTES] [--pi TYPE] [--no-inval]
+                    [--count C] [--lba BLOCK] [--delay S] [--size-mb M] [--ms BYTES] [--pi TYPE] [--no-inval]
                     [--verbose]
 --no-inval: never answer with remote invalidation (SEND with Invalidate), even when the host's
 keyed SGL asks for it; a target may (the host then invalidates its MR itself: LOCAL_INV).
@@ -37,6 +37,7 @@ is not a Fabrics command; connect: Fabrics Connect on any queue; any: any comman
   dnr           status Internal Error with Do Not Retry; path: status Internal Path Error
   early         (reads) the response before the data
   slow          answer after --delay seconds
+  hold          never answer (nor move the data of) the command: with --count, a batch of them
   drop          disconnect the queue instead of answering
   late          disconnect the queue instead of answering, then answer the command (success) on the
                 queue's next connection, before that connection's Fabrics Connect: a response for
@@ -232,7 +233,7 @@ class Target:
         hit = False
         for k in keys:
             self.count[k] += 1
-            if k == self.a.on and self.count[k] == self.a.nth:
+            if k == self.a.on and self.a.nth <= self.count[k] < self.a.nth + self.a.count:
                 hit = True
         return hit
 
@@ -326,6 +327,8 @@ class Target:
             return
         if hit:
             say("misbehave:", self.a.mode, "on", cls, "command opcode", hex(op), "cid", hex(cid), "qid", q.qid)
+        if hit and self.a.mode == "hold":
+            return
 
         prev = q.last_cid          # the command before this one on the queue (stale-cid)
         q.last_cid = cid
@@ -654,6 +657,7 @@ def main():
     p.add_argument("--mode", default="ok")
     p.add_argument("--on", default="io", choices=["io", "admin", "connect", "any"])
     p.add_argument("--nth", type=int, default=1)
+    p.add_argument("--count", type=int, default=1, help="misbehave on the Nth command of CLASS and COUNT-1 after it")
     p.add_argument("--delay", type=float, default=40.0)
     p.add_argument("--lba", type=int, default=None, help="io: count only reads and writes that touch this block")
     p.add_argument("--size-mb", type=int, default=16)

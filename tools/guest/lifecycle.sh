@@ -180,7 +180,7 @@ t_lc_rmmod_live() {
 	wait_for 30 ns_of "$LC_NQN" || { fail "no namespace"; return 1; }
 	ns=$(ns_of "$LC_NQN")
 	dmesg_mark
-	timeout 600 fio --name=rmmod --filename="$ns" --ioengine=libaio --direct=1 --rw=randrw --bs=4k-128k \
+	timeout 600 fio --name=rmmod --filename="$ns" --ioengine=libaio --direct=1 --rw=randrw --bsrange=4k-128k \
 		--iodepth=16 --time_based --runtime=500 >/tmp/lc-rmmod-fio.log 2>&1 &
 	fpid=$!
 	lc_io_moves "$ns" $fpid "before rmmod" || { kill $fpid; return 1; }

@@ -151,6 +151,11 @@ t_bt_local_inval() {
 # controller is live at the end), "readok"/"readerr" (the read returns data/an error), "fast" (the
 # misbehaviour ends the connect or the read within 30 s: the shortest timeout a step could wait
 # for is the I/O timeout, 30 s; the admin timeout is 60 s). Prints one "bt-result" line.
+# bt_fired MODE: badtarget's log says it misbehaved (every mode logs "misbehave: ..." when it does):
+# a row whose target behaved tested nothing.
+bt_fired() {
+	grep -q 'misbehave' "$BT_LOG" || { fail "$1: badtarget never misbehaved (its log: $(tail -n 3 "$BT_LOG" | tr '\n' ' '))"; return 1; }
+}
 t_bt_behaviour() {
 	local f=$1 mode=$2 on=$3 nth=$4 expect=${5:-} c dev t0 t1 rc state tc auth=()
 	# (the DH-HMAC-CHAP modes: the host has a secret, so it starts the exchange the target asks for)
@@ -167,6 +172,7 @@ t_bt_behaviour() {
 		tc=$(printf '%.0f' "$(bc <<<"$EPOCHREALTIME - $t0")")
 		echo "bt-result $HOST_DRIVER $mode $on#$nth connect-hangs >120 s (stopping the target ended it at $tc s)"
 		bt_disconnect
+		bt_fired "$mode" || return 1
 		[ -z "$expect" ] || { fail "$mode: nvme connect did not end within 120 s"; return 1; }
 		return 0
 	fi
@@ -177,6 +183,7 @@ t_bt_behaviour() {
 		dmesg_since_mark | grep -E 'nvme|rnvme' | grep -v 'rnvme-mark' | head -n 6 | sed 's/^/#   log: /'
 		bt_disconnect; bt_stop
 		grep 'misbehave' "$BT_LOG" | head -n 2 | sed 's/^/#   /'
+		bt_fired "$mode" || return 1
 		[[ -z $expect || $expect == *connfail* ]] || { fail "$mode: expected $expect; the connect failed"; return 1; }
 		[[ $expect != *fast* ]] || (($(bc <<<"$tc < 30"))) || { fail "$mode: the connect took $tc s (not under 30 s: it waited for a timeout)"; return 1; }
 		return 0
@@ -206,11 +213,78 @@ t_bt_behaviour() {
 	bt_disconnect || { bt_stop; return 1; }
 	bt_stop
 	grep 'misbehave' "$BT_LOG" | head -n 2 | sed 's/^/#   /'
+	bt_fired "$mode" || return 1
 	[[ $expect != *connfail* ]] || { fail "$mode: expected the connect to fail; it connected"; return 1; }
 	[[ $expect != *live* ]] || [ "$state" = live ] || { fail "$mode: expected the controller to recover; it is $state"; return 1; }
 	[[ $expect != *readok* ]] || [ "$rc" = 0 ] || { fail "$mode: expected the read to return data; it failed"; return 1; }
 	[[ $expect != *readerr* ]] || [ "$rc" != 0 ] || { fail "$mode: expected the read to fail; it returned data"; return 1; }
 	[[ $expect != *fast* ]] || (($(bc <<<"$tc < 30"))) || { fail "$mode: the read took $tc s (not under 30 s: it waited for a timeout)"; return 1; }
+}
+
+# bt_held_round FABRIC N: one controller (one I/O queue) on badtarget holding the answers to the
+# first N reads of block 2048 (--mode hold --count N); N such reads at once; with an I/O timeout
+# of 5 s they expire in one pass of blk-mq's timeout work. Each read must end with data (error recovery
+# reconnects, the requests are requeued and answered on the new connection), the controller be
+# live again. HELD_T: seconds from the reads' start to live again; HELD_W: the grace periods
+# (teardown_rcu_waits) from the reads' start to live (rnvme_rdma; - with C).
+bt_held_round() {
+	local f=$1 n=$2 c dev p w0=- w1 t0 rc=0 held
+	bt_start "$f" --mode hold --on io --nth 1 --count "$n" --lba 2048 || return 1
+	c=$(bt_connect "$f" -i 1 --reconnect-delay=1 --ctrl-loss-tmo=60) || { bt_stop; return 1; }
+	wait_for 30 ns_of $BT_NQN || { fail "no namespace"; bt_disconnect; bt_stop; return 1; }
+	dev=$(ns_of $BT_NQN)
+	[ "$HOST_DRIVER" != rnvme ] || { dp_stat teardown_rcu_waits && w0=$DP_STAT; } || { bt_disconnect; bt_stop; return 1; }
+	dmesg_mark
+	t0=$EPOCHREALTIME
+	# (one io_submit of N reads of the block: one deadline for all of them)
+	fio --name=held --filename="$dev" --rw=randread --norandommap --bs=4k --offset=1M --size=4k \
+		--io_size=$((n * 4))k --ioengine=libaio --direct=1 --iodepth="$n" --iodepth_batch_submit="$n" \
+		--output=/tmp/held.out >/tmp/held.err 2>&1 & p=$!
+	if ! wait_for 90 sh -c "! kill -0 $p 2>/dev/null"; then
+		fail "$n held reads: fio did not end within 90 s"; bt_disconnect; wait "$p"; bt_stop; return 1
+	fi
+	wait "$p" || { fail "$n held reads: fio failed: $(head -c 500 /tmp/held.err)"; rc=1; }
+	wait_for 60 grep -qx live "$c/state" || { fail "$n held reads: ${c##*/} is $(cat "$c/state" 2>/dev/null), not live again"; rc=1; }
+	HELD_T=$(printf '%.1f' "$(bc <<<"$EPOCHREALTIME - $t0")")
+	HELD_W=-
+	if [ "$w0" != - ]; then dp_stat teardown_rcu_waits && w1=$DP_STAT && HELD_W=$((w1 - w0)) || rc=1; fi
+	# (rnvme_rdma logs a request that expires on a queue already stopped as "ended, its connection
+	# is gone", C every one as "timeout")
+	HELD_TIMEOUTS=$(dmesg_since_mark | grep -cE 'I/O tag .* QID 1( timeout|: ended, its connection is gone)')
+	held=$(grep -c 'misbehave: hold' "$BT_LOG")
+	[ "$held" = "$n" ] || { fail "badtarget held $held reads, not $n"; rc=1; }
+	bt_disconnect || rc=1
+	bt_stop
+	return $rc
+}
+
+# t_bt_timeout_pass FABRIC: the requests that expire in one timeout pass while the controller is
+# not live stop their queue once, not once each (Queue::kill, once per connection). The first
+# expired request starts error recovery (the controller leaves live); each of the others ends
+# after stopping the queue's connection. The recovery with 32 held reads may wait for one grace
+# period more than with 1 (that one stop), not one per request (on the old code, one each).
+# The C driver is the control in the same boot: its time back to live with 32 is reported.
+t_bt_timeout_pass() {
+	local f=$1 old rc=0 w1 t1 w32 t32 to32 ct=-
+	read -r old </sys/module/nvme_core/parameters/io_timeout
+	echo 5 >/sys/module/nvme_core/parameters/io_timeout
+	if bt_held_round "$f" 1; then w1=$HELD_W t1=$HELD_T
+		if bt_held_round "$f" 32; then w32=$HELD_W t32=$HELD_T to32=$HELD_TIMEOUTS
+			info "rnvme_rdma: 1 held read: live again after $t1 s, $w1 grace periods; 32 held reads ($to32 timeout lines): live again after $t32 s, $w32 grace periods"
+			[ $((w32 - w1)) -le 1 ] ||
+				{ fail "32 expired requests cost the recovery $((w32 - w1)) grace periods more than 1 did (at most 1: the queue's connection is stopped once)"; rc=1; }
+			# (the claim is tested only if at least 3 expired in the pass: the old code's one
+			# stop per request then costs 2 grace periods more)
+			[ "$to32" -ge 3 ] || { fail "only $to32 of the 32 held reads reached the timeout handler in its pass"; rc=1; }
+		else rc=1; fi
+	else rc=1; fi
+	if [ "$HOST_DRIVER" = rnvme ] && dp_load c; then
+		if HOST_DRIVER=c bt_held_round "$f" 32; then ct="$HELD_T s"; fi
+		info "C nvme_rdma (control), 32 held reads: live again after $ct"
+		dp_load rnvme || rc=1
+	fi
+	echo "$old" >/sys/module/nvme_core/parameters/io_timeout
+	return $rc
 }
 
 # The behaviours (MODE ON NTH [EXPECT]): every mode of badtarget.py.
@@ -260,6 +334,7 @@ group_misbehave() {
 			run_test "misbehave: $f: $d: badtarget serves a controller (connect, 1 MiB identical, disconnect)" t_bt_smoke "$f"
 			full_tier && run_test "misbehave: $f: $d: the I/O queues are set up together (4 Fabrics Connects answered 10 s late)" t_bt_parallel "$f"
 			full_tier && run_test "misbehave: $f: $d: a namespace with PI (type 1, 8 bytes of metadata) is served with PRACT: 1 MiB identical, nothing refused" t_bt_pi "$f"
+			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: 32 requests expiring in one timeout pass while the controller is not live stop their queue once, not once each; every read answered after the reconnect (C as control)" t_bt_timeout_pass "$f"
 			run_test "misbehave: $f: $d: a target that never invalidates remotely: 1 MiB identical (rnvme: every MR invalidated locally, counted)" t_bt_local_inval "$f"
 			for b in "${BT_BEHAVIOURS[@]}"; do
 				bt_tier "$b" || continue

@@ -76,8 +76,20 @@ impl Queue {
     /// be under way), so that no completion of its connection runs afterwards: before a timed-out
     /// command is ended while the controller is not live (the C driver stops only a live queue
     /// there, and a late completion could meet the ended request's next use).
+    ///
+    /// Once per connection: blk-mq's timeout pass ends every expired request of the queue, one
+    /// after the other, and each calls this. The first stops the connection; the others find it
+    /// stopped (under the connection's lock, so after the first's drain ended) and return at once
+    /// instead of waiting for another grace period and drain each (the C driver, too, stops a
+    /// queue once: `test_and_clear_bit(NVME_RDMA_Q_LIVE)`).
     pub(in crate::transport) fn kill(&self) {
         let conn = self.conn.lock();
+        if conn
+            .as_ref()
+            .is_some_and(|cm| cm.handler().state.lock().stopped)
+        {
+            return;
+        }
         self.mark_lost(&conn);
         self.live.store(false, Relaxed);
         if let Some(cm) = conn.as_ref() {
