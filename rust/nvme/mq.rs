@@ -321,14 +321,6 @@ impl<M: MqOps> Request<M> {
         unsafe { raw::rnvme_nvmf_complete_timed_out_request(self.as_raw()) };
     }
 
-    /// Hands the started request to the timeout handler now (`blk_abort_request`), as if its
-    /// timeout had expired.
-    pub(crate) fn abort(&self) {
-        // SAFETY: the request is valid (type invariant); blk-mq ignores the abort of a request
-        // that is not in flight any more when its timeout work runs.
-        unsafe { raw::blk_abort_request(self.as_raw()) };
-    }
-
     /// Posts the request's registration `reg`, if any, and its SEND of the list filled through
     /// [`Request::with_sges`] on `qp`, from the work requests kept in its PDU
     /// ([`SendWrs::post`]). Only the request's owner (the transport in `queue_rq`) may call

@@ -133,19 +133,22 @@ impl<T: CtrlOps> Controller<T> {
         unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 
-    /// [`Controller::abort_requests`] for the receive path of queue `qid`: from its completion
-    /// handler (softirq or a poll), where the tag-set lock cannot be taken. The tag set exists
-    /// there for the reason [`Controller::find_rq`] relies on: a queue receives only while the tag
-    /// set it completes into is allocated.
-    pub(crate) fn abort_requests_received(&self, qid: u16) {
+    /// [`Controller::abort_requests`] for queue `qid`'s own paths, where the tag-set lock cannot
+    /// be taken: its completion handler (softirq or a poll) and its `queue_rq`/`queue_rqs` (an
+    /// RCU read-side section). The tag set exists there: a queue receives only while the tag set
+    /// it completes into is allocated (the reason [`Controller::find_rq`] relies on), and blk-mq
+    /// dispatches a request only through the tag set that holds it. The walk takes a reference on
+    /// each request it visits, so it never acts on a request that ended meanwhile.
+    pub(crate) fn abort_queue_requests(&self, qid: u16) {
         let (set, hctx_idx) = if qid == 0 {
             (self.admin_tag_set.get(), -1)
         } else {
             (self.tag_set.get(), i32::from(qid) - 1)
         };
-        // SAFETY: called from queue `qid`'s receive path, while the set is allocated (the
-        // transport's order, see `find_rq`); the walk takes only the tags' spinlock and schedules
-        // the request queues' timeout work, both allowed in softirq.
+        // SAFETY: called from queue `qid`'s receive or submission path, while the set is
+        // allocated (the transport's order, see `find_rq`; a dispatch is through its set); the
+        // walk takes only the tags' spinlock and schedules the request queues' timeout work, both
+        // allowed in softirq and under `rcu_read_lock`.
         unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 

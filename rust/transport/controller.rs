@@ -161,7 +161,7 @@ fn queue_failed(ctrl: &Ctrl, qid: u16) {
             "queue {}: connection failed while connecting: ending its commands now\n",
             qid
         );
-        ctrl.abort_requests_received(qid);
+        ctrl.abort_queue_requests(qid);
     }
     error_recovery(ctrl);
 }

@@ -271,17 +271,17 @@ impl MqOps for RdmaMq {
             .try_with(|io| rq.with_sges(|sges| prepare(q, qp, rq, io, sges)));
         let err = match prepared {
             Some(Ok(reg)) => {
+                let ctrl = rq.ctrl();
                 // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
                 match rq.post_send(qp, reg) {
                     Ok(()) => {
                         // The queue was lost while this request was being prepared: the abort
-                        // of its commands found it busy and left it (`timeout`); abort it now,
-                        // so it ends as they did (issue 28, finding 5). Until the next
-                        // connection clears `lost`, nothing reuses the request on this queue
-                        // (`queue_rq` refuses), and no new connection can come before this
-                        // `queue_rq` returned (a teardown quiesces the queue first).
+                        // of its commands found it busy and left it (`timeout`); abort the
+                        // queue's started requests again, so that this one ends as they did.
+                        // Through the tag set, not `rq`: once posted, the request may already
+                        // have ended (design.rst, "A lost connection while connecting").
                         if q.lost.load(Acquire) {
-                            rq.abort();
+                            ctrl.abort_queue_requests(q.qid);
                         }
                         return BlkStatus::OK;
                     }
@@ -322,7 +322,7 @@ impl MqOps for RdmaMq {
     // (Never inlined into blk-mq's callback: the fault tests' stack filter names this symbol.)
     #[inline(never)]
     fn queue_rqs(list: &mut RqList<'_, Self>, rcu: RcuReader<'_>) {
-        let mut batch: Option<(&Queue, SendBatch<'_, Self>)> = None;
+        let mut batch: Option<(&Queue, &Ctrl, SendBatch<'_, Self>)> = None;
         while let Some((q, popped)) = list.pop() {
             let rq = popped.rq();
             let live = q.live.load(Acquire);
@@ -336,13 +336,13 @@ impl MqOps for RdmaMq {
             // One batch per QP (a list may hold requests of several hardware queues).
             if batch
                 .as_ref()
-                .is_some_and(|(_, b)| !core::ptr::eq(b.qp(), qp) || b.is_full())
+                .is_some_and(|(_, _, b)| !core::ptr::eq(b.qp(), qp) || b.is_full())
             {
-                if let Some((bq, mut b)) = batch.take() {
-                    post_batch(bq, &mut b);
+                if let Some((bq, bc, mut b)) = batch.take() {
+                    post_batch(bq, bc, &mut b);
                 }
             }
-            let (_, b) = batch.get_or_insert_with(|| (q, SendBatch::new(qp)));
+            let (_, _, b) = batch.get_or_insert_with(|| (q, rq.ctrl(), SendBatch::new(qp)));
             let prepared = rq
                 .data()
                 .io
@@ -366,8 +366,8 @@ impl MqOps for RdmaMq {
                 Some(Err(NotPrepared::Status(_))) | None => list.leave(popped),
             }
         }
-        if let Some((q, mut b)) = batch {
-            post_batch(q, &mut b);
+        if let Some((q, c, mut b)) = batch {
+            post_batch(q, c, &mut b);
         }
     }
 
@@ -385,8 +385,9 @@ impl MqOps for RdmaMq {
         if rq.data().io.in_use() {
             // `queue_rq` is still preparing the request (an abort of a lost queue can come at
             // any moment, not only a timeout later): ended now, it would leave `queue_rq` its
-            // mappings and let it post the SEND of an ended request. `queue_rq` aborts it again
-            // once it let the request go, if the queue is lost (issue 28, finding 5).
+            // mappings and let it post the SEND of an ended request. `queue_rq`, once it let the
+            // request go, aborts the queue's requests again if the queue is lost (design.rst,
+            // "A lost connection while connecting").
             return TimeoutAction::ResetTimer;
         }
         if ctrl.queue(qid).is_some_and(|q| q.lost.load(Acquire))
@@ -577,14 +578,29 @@ pub(super) fn process_rsp(
             return;
         }
         Invalidation::Local => {
-            let posted = rcu.with(|r| {
-                ctrl.queue(qid)
-                    .and_then(|q| q.qp.get(r))
-                    .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey))
+            // Not on a queue being stopped (lost: marked before the grace period that precedes
+            // its drain): a work request posted while the drain runs lands behind the drain's
+            // marker, so no drain waits for it, and its flush completion could reach the request
+            // after the teardown freed the tag set. On a QP in the error state the LOCAL_INV
+            // would only be flushed, the MR not invalidated either way; the request is left to
+            // the teardown, which cancels it after the drain (aborted, retried), its MR going
+            // back to a pool that is destroyed with the QP. A receive that saw the queue not
+            // lost posts inside its RCU section, so before the drain begins.
+            // (`None`: the queue is being stopped.)
+            let posted = rcu.with(|r| match ctrl.queue(qid) {
+                Some(q) if q.lost.load(Acquire) => None,
+                q => Some(
+                    q.and_then(|q| q.qp.get(r))
+                        .map(|qp| qp.post_local_inv(rq.inv_cqe(), rkey)),
+                ),
             });
             match posted {
-                Some(Ok(())) => stats.count(Counter::LocalInvalidations, 1),
-                _ => {
+                None => {
+                    stats.count(Counter::LocalInvalidationsSkipped, 1);
+                    return;
+                }
+                Some(Some(Ok(()))) => stats.count(Counter::LocalInvalidations, 1),
+                Some(_) => {
                     dev_err!(ctrl, "Queueing INV WR for rkey {:#x} failed\n", rkey);
                     error_recovery(ctrl);
                     return;

@@ -27,6 +27,9 @@ pub(crate) enum Counter {
     RemoteInvalidations,
     /// Local invalidations posted.
     LocalInvalidations,
+    /// Local invalidations not posted because the queue was being stopped: the request is left
+    /// to the teardown's cancel (see `process_rsp`).
+    LocalInvalidationsSkipped,
     /// Completions reaped by blk-mq polling (poll queues), not by softirq.
     PolledCompletions,
     /// Requests handed back to blk-mq for a later retry (`BLK_STS_RESOURCE`: an empty MR pool, a
@@ -43,12 +46,13 @@ pub(crate) enum Counter {
 }
 
 /// Every counter, in the order of the stats file.
-const ALL: [(Counter, &str); 10] = [
+const ALL: [(Counter, &str); 11] = [
     (Counter::NoData, "no_data"),
     (Counter::InlineWrites, "inline_writes"),
     (Counter::MrRegistrations, "mr_registrations"),
     (Counter::RemoteInvalidations, "remote_invalidations"),
     (Counter::LocalInvalidations, "local_invalidations"),
+    (Counter::LocalInvalidationsSkipped, "local_invalidations_skipped"),
     (Counter::PolledCompletions, "polled_completions"),
     (Counter::ResourceRetries, "resource_retries"),
     (Counter::TeardownRcuWaits, "teardown_rcu_waits"),
@@ -64,7 +68,9 @@ impl Counter {
     const fn on_completion(self) -> bool {
         matches!(
             self,
-            Counter::RemoteInvalidations | Counter::LocalInvalidations
+            Counter::RemoteInvalidations
+                | Counter::LocalInvalidations
+                | Counter::LocalInvalidationsSkipped
         )
     }
 }

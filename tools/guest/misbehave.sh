@@ -142,6 +142,46 @@ t_bt_local_inval() {
 		{ fail "$dm registrations, $dloc local and $drem remote invalidations (the target never invalidates: all local)"; return 1; }
 }
 
+# t_bt_inval_teardown FABRIC: controllers deleted under reads whose MRs the host invalidates
+# itself (badtarget --no-inval: LOCAL_INV after each response), 10 rounds of 64 KiB random reads at
+# queue depth 32 on 2 I/O queues, nvme disconnect 1-3 s into them. A response handled while its
+# queue was being stopped used to post its LOCAL_INV behind the drain's marker, whose completion
+# could then reach the request after the teardown freed the tag set (KASAN would report the use
+# after free; the window is narrow). Every disconnect must end within 60 s and the kernel log stay
+# clean; local_invalidations_skipped counts the responses that met a queue being stopped (left to
+# the teardown's cancel instead), local_invalidations the LOCAL_INVs posted.
+t_bt_inval_teardown() {
+	local f=$1 c dev r p rc=0 s0 s1 l0 l1
+	dp_stat local_invalidations_skipped || return 1; s0=$DP_STAT
+	dp_stat local_invalidations || return 1; l0=$DP_STAT
+	bt_start "$f" --mode ok --no-inval || return 1
+	for r in 1 2 3 4 5 6 7 8 9 10; do
+		c=$(bt_connect "$f" -i 2) || { rc=1; break; }
+		wait_for 30 ns_of $BT_NQN || { fail "round $r: no namespace"; rc=1; break; }
+		dev=$(ns_of $BT_NQN)
+		fio --name=inv --filename="$dev" --rw=randread --bs=64k --ioengine=libaio --direct=1 --iodepth=32 \
+			--numjobs=2 --time_based --runtime=60 >/dev/null 2>&1 & p=$!
+		dp_sleep $((1 + r % 3))
+		timeout 60 nvme disconnect -n $BT_NQN >/dev/null 2>&1 || { fail "round $r: nvme disconnect did not end within 60 s"; rc=1; }
+		wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || { fail "round $r: fio still runs 30 s after the disconnect"; kill "$p"; rc=1; }
+		wait "$p" 2>/dev/null
+		[ ! -e "$c" ] || { fail "round $r: ${c##*/} still exists"; rc=1; }
+		[ $rc = 0 ] || break
+	done
+	bt_disconnect || rc=1
+	bt_stop
+	dp_stat local_invalidations_skipped || return 1; s1=$DP_STAT
+	dp_stat local_invalidations || return 1; l1=$DP_STAT
+	info "10 deletions under locally invalidated reads: local_invalidations +$((l1 - l0)), skipped on a queue being stopped +$((s1 - s0))"
+	[ $((l1 - l0)) -gt 0 ] || { fail "no LOCAL_INV was posted: the reads did not take the local path"; rc=1; }
+	return $rc
+}
+
+# bt_fired MODE: badtarget's log says it misbehaved (every mode logs "misbehave: ..." when it does):
+# a row whose target behaved tested nothing.
+bt_fired() {
+	grep -q 'misbehave' "$BT_LOG" || { fail "$1: badtarget never misbehaved (its log: $(tail -n 3 "$BT_LOG" | tr '\n' ' '))"; return 1; }
+}
 # t_bt_behaviour FABRIC MODE ON NTH [EXPECT]: the target misbehaves once (MODE on the NTH command
 # of class ON; for io, the NTH read or write of block 2048). `nvme connect` must end (a controller,
 # or an error) and a 4 KiB direct read of block 2048 must end (data or error) within 90 s; the
@@ -151,11 +191,6 @@ t_bt_local_inval() {
 # controller is live at the end), "readok"/"readerr" (the read returns data/an error), "fast" (the
 # misbehaviour ends the connect or the read within 30 s: the shortest timeout a step could wait
 # for is the I/O timeout, 30 s; the admin timeout is 60 s). Prints one "bt-result" line.
-# bt_fired MODE: badtarget's log says it misbehaved (every mode logs "misbehave: ..." when it does):
-# a row whose target behaved tested nothing.
-bt_fired() {
-	grep -q 'misbehave' "$BT_LOG" || { fail "$1: badtarget never misbehaved (its log: $(tail -n 3 "$BT_LOG" | tr '\n' ' '))"; return 1; }
-}
 t_bt_behaviour() {
 	local f=$1 mode=$2 on=$3 nth=$4 expect=${5:-} c dev t0 t1 rc state tc auth=()
 	# (the DH-HMAC-CHAP modes: the host has a secret, so it starts the exchange the target asks for)
@@ -335,6 +370,7 @@ group_misbehave() {
 			full_tier && run_test "misbehave: $f: $d: the I/O queues are set up together (4 Fabrics Connects answered 10 s late)" t_bt_parallel "$f"
 			full_tier && run_test "misbehave: $f: $d: a namespace with PI (type 1, 8 bytes of metadata) is served with PRACT: 1 MiB identical, nothing refused" t_bt_pi "$f"
 			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: 32 requests expiring in one timeout pass while the controller is not live stop their queue once, not once each; every read answered after the reconnect (C as control)" t_bt_timeout_pass "$f"
+			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: controllers deleted under reads the host invalidates itself (LOCAL_INV), 10 rounds: no LOCAL_INV outlives the queue's drain, every disconnect ends" t_bt_inval_teardown "$f"
 			run_test "misbehave: $f: $d: a target that never invalidates remotely: 1 MiB identical (rnvme: every MR invalidated locally, counted)" t_bt_local_inval "$f"
 			for b in "${BT_BEHAVIOURS[@]}"; do
 				bt_tier "$b" || continue

@@ -50,7 +50,13 @@ pub(crate) const CHAIN_MAX: usize = 8;
 /// whose SGE array is that of `sges`, `reg` an `IB_WR_REG_MR` (local write, remote read and
 /// write) completing into an armed entry; both entries belong to the object holding `self`,
 /// which outlives every work request posted from it. Only [`SendWrs::post`],
-/// [`SendWrs::post_chain`] and [`SendWrs::sges`]' user write the other fields.
+/// [`SendWrs::post_chain`] and [`SendWrs::sges`]' user write the other fields, and none of them
+/// writes `send`'s link: `send.next` is null from [`SendWrs::init`] on, for good. A provider may
+/// read a work request's link after it published that request (rxe's post loop does, to find
+/// the next one), when the request may have completed and its next use begun writing `send`'s
+/// SGE count and `reg`: that late read meets a field nothing writes any more. (`reg`'s link is
+/// written at each post, but it is read before the SEND it leads to is published, so before
+/// the request can complete.)
 #[repr(C)]
 pub(crate) struct SendWrs {
     send: Opaque<raw::ib_send_wr>,
@@ -138,10 +144,11 @@ impl SendWrs {
     /// # Safety
     ///
     /// `init` ran on `self`, and no other thread uses `self` during the call. (A blk-mq request
-    /// has one owner at a time, which posts its SEND once per use. The provider reads the chain
-    /// during the call, the SEND and its SGEs last, and the request's use cannot end before the
-    /// SEND completed, which it cannot before the provider took it: the next use, which starts
-    /// only after that end, cannot meet this post's reads.)
+    /// has one owner at a time, which posts its SEND once per use. The provider copies each work
+    /// request before it publishes it, the SEND and its SGEs last, and the request's use cannot
+    /// end before the SEND completed, which it cannot before it was published. After that, the
+    /// provider may still read the SEND's link, which the next use could meet: it reads null,
+    /// the value no post writes (the invariant of [`SendWrs`]).)
     #[inline(always)]
     pub(crate) unsafe fn post(&self, qp: &Qp, reg: Option<RegWr>) -> Result {
         // SAFETY: no other thread uses `self` (caller): the list is not being written.
@@ -151,8 +158,9 @@ impl SendWrs {
         }
         let s = self.send.get();
         // SAFETY: `self` is not used elsewhere during the call (caller), so writing through the
-        // `Opaque` fields races with nothing.
+        // `Opaque` fields races with nothing. (`next` is not written: the type invariant.)
         let first: *const raw::ib_send_wr = unsafe {
+            debug_assert!((*s).next.is_null());
             (*s).num_sge = sges.len as i32;
             match reg {
                 None => s,

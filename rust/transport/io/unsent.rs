@@ -15,7 +15,7 @@ use crate::{
         State,
     },
     proto::capsule,
-    transport::{queue::Queue, stats::Counter},
+    transport::{queue::Queue, stats::Counter, Ctrl},
 };
 use core::sync::atomic::Ordering::Acquire;
 use kernel::prelude::*;
@@ -66,21 +66,14 @@ pub(super) fn fail_unsent(q: &Queue, rq: &Request<RdmaMq>, err: Error) {
     }
 }
 
-/// Posts a batch of `queue_rqs` ([`SendBatch::post`]); each request not posted is released and
-/// failed as `queue_rq` fails one whose post failed.
-pub(super) fn post_batch(q: &Queue, b: &mut SendBatch<'_, RdmaMq>) {
+/// Posts a batch of `queue_rqs` ([`SendBatch::post`]) of controller `ctrl`'s queue `q`; each
+/// request not posted is released and failed as `queue_rq` fails one whose post failed.
+pub(super) fn post_batch(q: &Queue, ctrl: &Ctrl, b: &mut SendBatch<'_, RdmaMq>) {
     let n = b.len() as u64;
     let mut posted = 0;
     let mut reported = false;
-    let mut lost = None;
     b.post(|rq, sent| match sent {
-        Sent::Posted => {
-            posted += 1;
-            // As in `queue_rq` (issue 28, finding 5): read once, after the post.
-            if *lost.get_or_insert_with(|| q.lost.load(Acquire)) {
-                rq.abort();
-            }
-        }
+        Sent::Posted => posted += 1,
         Sent::NotPosted(e) => {
             if !reported {
                 reported = true;
@@ -96,6 +89,11 @@ pub(super) fn post_batch(q: &Queue, b: &mut SendBatch<'_, RdmaMq>) {
             fail_unsent(q, rq, e);
         }
     });
+    // As in `queue_rq`: a queue lost while the batch was being prepared has its started
+    // requests aborted again, these among them if still in flight; read once, after the post.
+    if posted > 0 && q.lost.load(Acquire) {
+        ctrl.abort_queue_requests(q.qid);
+    }
     q.stats.count(Counter::BatchPosts, 1);
     q.stats.count(Counter::BatchRequests, posted);
 }
