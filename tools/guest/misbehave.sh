@@ -142,38 +142,41 @@ t_bt_local_inval() {
 		{ fail "$dm registrations, $dloc local and $drem remote invalidations (the target never invalidates: all local)"; return 1; }
 }
 
-# t_bt_inval_teardown FABRIC: controllers deleted under reads whose MRs the host invalidates
-# itself (badtarget --no-inval: LOCAL_INV after each response), 10 rounds of 64 KiB random reads at
-# queue depth 32 on 2 I/O queues, nvme disconnect 1-3 s into them. A response handled while its
-# queue was being stopped used to post its LOCAL_INV behind the drain's marker, whose completion
-# could then reach the request after the teardown freed the tag set (KASAN would report the use
-# after free; the window is narrow). Every disconnect must end within 60 s and the kernel log stay
-# clean; local_invalidations_skipped counts the responses that met a queue being stopped (left to
-# the teardown's cancel instead), local_invalidations the LOCAL_INVs posted.
+# t_bt_inval_teardown FABRIC: resets and a deletion of a controller under reads whose MRs the host
+# invalidates itself (badtarget --no-inval: a LOCAL_INV after each response): 64 KiB random reads
+# at queue depth 32 on 2 I/O queues, 10 resets, then nvme disconnect, all under the reads. A
+# response handled while its queue was being stopped used to post its LOCAL_INV behind the
+# drain's marker: no drain waited for it, and on a deletion its flush completion could reach the
+# request after the teardown freed the tag set (KASAN would report it). Now such a response posts
+# nothing and its request is left to the teardown's cancel (local_invalidations_skipped): the
+# count must show that the resets met that window, each reset must end live within 60 s, the
+# disconnect within 60 s, and the kernel log stay clean.
 t_bt_inval_teardown() {
 	local f=$1 c dev r p rc=0 s0 s1 l0 l1
 	dp_stat local_invalidations_skipped || return 1; s0=$DP_STAT
 	dp_stat local_invalidations || return 1; l0=$DP_STAT
 	bt_start "$f" --mode ok --no-inval || return 1
+	c=$(bt_connect "$f" -i 2 --reconnect-delay=1) || { bt_stop; return 1; }
+	wait_for 30 ns_of $BT_NQN || { fail "no namespace"; bt_disconnect; bt_stop; return 1; }
+	dev=$(ns_of $BT_NQN)
+	fio --name=inv --filename="$dev" --rw=randread --bs=64k --ioengine=libaio --direct=1 --iodepth=32 \
+		--numjobs=2 --time_based --runtime=600 >/dev/null 2>&1 & p=$!
 	for r in 1 2 3 4 5 6 7 8 9 10; do
-		c=$(bt_connect "$f" -i 2) || { rc=1; break; }
-		wait_for 30 ns_of $BT_NQN || { fail "round $r: no namespace"; rc=1; break; }
-		dev=$(ns_of $BT_NQN)
-		fio --name=inv --filename="$dev" --rw=randread --bs=64k --ioengine=libaio --direct=1 --iodepth=32 \
-			--numjobs=2 --time_based --runtime=60 >/dev/null 2>&1 & p=$!
-		dp_sleep $((1 + r % 3))
-		timeout 60 nvme disconnect -n $BT_NQN >/dev/null 2>&1 || { fail "round $r: nvme disconnect did not end within 60 s"; rc=1; }
-		wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || { fail "round $r: fio still runs 30 s after the disconnect"; kill "$p"; rc=1; }
-		wait "$p" 2>/dev/null
-		[ ! -e "$c" ] || { fail "round $r: ${c##*/} still exists"; rc=1; }
-		[ $rc = 0 ] || break
+		dp_sleep 2
+		echo 1 >"$c/reset_controller" 2>/dev/null || { fail "reset $r refused ($(cat "$c/state"))"; rc=1; break; }
+		wait_for 60 grep -qx live "$c/state" || { fail "reset $r: ${c##*/} not live within 60 s ($(cat "$c/state"))"; rc=1; break; }
 	done
+	dp_sleep 2
+	timeout 60 nvme disconnect -n $BT_NQN >/dev/null 2>&1 || { fail "nvme disconnect under the reads did not end within 60 s"; rc=1; }
+	wait_for 30 sh -c "! kill -0 $p 2>/dev/null" || { fail "fio still runs 30 s after the disconnect"; kill "$p"; rc=1; }
+	wait "$p" 2>/dev/null
 	bt_disconnect || rc=1
 	bt_stop
 	dp_stat local_invalidations_skipped || return 1; s1=$DP_STAT
 	dp_stat local_invalidations || return 1; l1=$DP_STAT
-	info "10 deletions under locally invalidated reads: local_invalidations +$((l1 - l0)), skipped on a queue being stopped +$((s1 - s0))"
+	info "10 resets and a deletion under locally invalidated reads: local_invalidations +$((l1 - l0)), not posted on a queue being stopped +$((s1 - s0))"
 	[ $((l1 - l0)) -gt 0 ] || { fail "no LOCAL_INV was posted: the reads did not take the local path"; rc=1; }
+	[ $((s1 - s0)) -gt 0 ] || { fail "no response met a queue being stopped: the window was not reached"; rc=1; }
 	return $rc
 }
 
@@ -271,10 +274,9 @@ bt_held_round() {
 	[ "$HOST_DRIVER" != rnvme ] || { dp_stat teardown_rcu_waits && w0=$DP_STAT; } || { bt_disconnect; bt_stop; return 1; }
 	dmesg_mark
 	t0=$EPOCHREALTIME
-	# (one io_submit of N reads of the block: one deadline for all of them)
-	fio --name=held --filename="$dev" --rw=randread --norandommap --bs=4k --offset=1M --size=4k \
-		--io_size=$((n * 4))k --ioengine=libaio --direct=1 --iodepth="$n" --iodepth_batch_submit="$n" \
-		--output=/tmp/held.out >/tmp/held.err 2>&1 & p=$!
+	# (N threads reading the block once each, started together by fio: one deadline for all)
+	fio --name=held --filename="$dev" --rw=read --bs=4k --offset=1M --size=4k --ioengine=psync \
+		--direct=1 --numjobs="$n" --thread --group_reporting --output=/tmp/held.out >/tmp/held.err 2>&1 & p=$!
 	if ! wait_for 90 sh -c "! kill -0 $p 2>/dev/null"; then
 		fail "$n held reads: fio did not end within 90 s"; bt_disconnect; wait "$p"; bt_stop; return 1
 	fi
@@ -296,26 +298,26 @@ bt_held_round() {
 # t_bt_timeout_pass FABRIC: the requests that expire in one timeout pass while the controller is
 # not live stop their queue once, not once each (Queue::kill, once per connection). The first
 # expired request starts error recovery (the controller leaves live); each of the others ends
-# after stopping the queue's connection. The recovery with 32 held reads may wait for one grace
+# after stopping the queue's connection. The recovery with 16 held reads may wait for one grace
 # period more than with 1 (that one stop), not one per request (on the old code, one each).
-# The C driver is the control in the same boot: its time back to live with 32 is reported.
+# The C driver is the control in the same boot: its time back to live with 16 is reported.
 t_bt_timeout_pass() {
-	local f=$1 old rc=0 w1 t1 w32 t32 to32 ct=-
+	local f=$1 old rc=0 w1 t1 w16 t16 to16 ct=-
 	read -r old </sys/module/nvme_core/parameters/io_timeout
 	echo 5 >/sys/module/nvme_core/parameters/io_timeout
 	if bt_held_round "$f" 1; then w1=$HELD_W t1=$HELD_T
-		if bt_held_round "$f" 32; then w32=$HELD_W t32=$HELD_T to32=$HELD_TIMEOUTS
-			info "rnvme_rdma: 1 held read: live again after $t1 s, $w1 grace periods; 32 held reads ($to32 timeout lines): live again after $t32 s, $w32 grace periods"
-			[ $((w32 - w1)) -le 1 ] ||
-				{ fail "32 expired requests cost the recovery $((w32 - w1)) grace periods more than 1 did (at most 1: the queue's connection is stopped once)"; rc=1; }
+		if bt_held_round "$f" 16; then w16=$HELD_W t16=$HELD_T to16=$HELD_TIMEOUTS
+			info "rnvme_rdma: 1 held read: live again after $t1 s, $w1 grace periods; 16 held reads ($to16 timeout lines): live again after $t16 s, $w16 grace periods"
+			[ $((w16 - w1)) -le 1 ] ||
+				{ fail "16 expired requests cost the recovery $((w16 - w1)) grace periods more than 1 did (at most 1: the queue's connection is stopped once)"; rc=1; }
 			# (the claim is tested only if at least 3 expired in the pass: the old code's one
 			# stop per request then costs 2 grace periods more)
-			[ "$to32" -ge 3 ] || { fail "only $to32 of the 32 held reads reached the timeout handler in its pass"; rc=1; }
+			[ "$to16" -ge 3 ] || { fail "only $to16 of the 16 held reads reached the timeout handler in its pass"; rc=1; }
 		else rc=1; fi
 	else rc=1; fi
 	if [ "$HOST_DRIVER" = rnvme ] && dp_load c; then
-		if HOST_DRIVER=c bt_held_round "$f" 32; then ct="$HELD_T s"; fi
-		info "C nvme_rdma (control), 32 held reads: live again after $ct"
+		if HOST_DRIVER=c bt_held_round "$f" 16; then ct="$HELD_T s"; fi
+		info "C nvme_rdma (control), 16 held reads: live again after $ct"
 		dp_load rnvme || rc=1
 	fi
 	echo "$old" >/sys/module/nvme_core/parameters/io_timeout
@@ -369,8 +371,8 @@ group_misbehave() {
 			run_test "misbehave: $f: $d: badtarget serves a controller (connect, 1 MiB identical, disconnect)" t_bt_smoke "$f"
 			full_tier && run_test "misbehave: $f: $d: the I/O queues are set up together (4 Fabrics Connects answered 10 s late)" t_bt_parallel "$f"
 			full_tier && run_test "misbehave: $f: $d: a namespace with PI (type 1, 8 bytes of metadata) is served with PRACT: 1 MiB identical, nothing refused" t_bt_pi "$f"
-			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: 32 requests expiring in one timeout pass while the controller is not live stop their queue once, not once each; every read answered after the reconnect (C as control)" t_bt_timeout_pass "$f"
-			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: controllers deleted under reads the host invalidates itself (LOCAL_INV), 10 rounds: no LOCAL_INV outlives the queue's drain, every disconnect ends" t_bt_inval_teardown "$f"
+			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: 16 requests expiring in one timeout pass while the controller is not live stop their queue once, not once each; every read answered after the reconnect (C as control)" t_bt_timeout_pass "$f"
+			[ "$d" != rnvme ] || run_test "misbehave: $f: $d: resets and a deletion under reads the host invalidates itself (LOCAL_INV): a queue being stopped posts none, each ends" t_bt_inval_teardown "$f"
 			run_test "misbehave: $f: $d: a target that never invalidates remotely: 1 MiB identical (rnvme: every MR invalidated locally, counted)" t_bt_local_inval "$f"
 			for b in "${BT_BEHAVIOURS[@]}"; do
 				bt_tier "$b" || continue
