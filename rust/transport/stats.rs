@@ -52,7 +52,10 @@ const ALL: [(Counter, &str); 11] = [
     (Counter::MrRegistrations, "mr_registrations"),
     (Counter::RemoteInvalidations, "remote_invalidations"),
     (Counter::LocalInvalidations, "local_invalidations"),
-    (Counter::LocalInvalidationsSkipped, "local_invalidations_skipped"),
+    (
+        Counter::LocalInvalidationsSkipped,
+        "local_invalidations_skipped",
+    ),
     (Counter::PolledCompletions, "polled_completions"),
     (Counter::ResourceRetries, "resource_retries"),
     (Counter::TeardownRcuWaits, "teardown_rcu_waits"),
