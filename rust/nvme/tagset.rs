@@ -145,10 +145,9 @@ impl<T: CtrlOps> Controller<T> {
         } else {
             (self.tag_set.get(), i32::from(qid) - 1)
         };
-        // SAFETY: called from queue `qid`'s receive or submission path, while the set is
-        // allocated (the transport's order, see `find_rq`; a dispatch is through its set); the
-        // walk takes only the tags' spinlock and schedules the request queues' timeout work, both
-        // allowed in softirq and under `rcu_read_lock`.
+        // SAFETY: from queue `qid`'s receive or submission path, the set is allocated (`find_rq`;
+        // a dispatch is through its set); the walk takes only the tags' spinlock and schedules
+        // timeout work, both allowed in softirq and under `rcu_read_lock`.
         unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 
