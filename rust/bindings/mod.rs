@@ -11,6 +11,7 @@
 //! `prelude`, which the transport uses in place of `kernel::prelude`, and its safe wrappers.
 
 pub(crate) mod compat;
+pub(crate) mod sync;
 
 #[allow(
     dead_code,

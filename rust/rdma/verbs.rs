@@ -7,7 +7,7 @@
 
 use super::Device;
 use crate::bindings::raw;
-use crate::nvme::TryCell;
+use crate::bindings::sync::TryCell;
 use core::{ops::Deref, ptr::NonNull};
 use kernel::{
     error::{from_err_ptr, to_result},

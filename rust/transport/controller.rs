@@ -5,7 +5,10 @@
 
 #![deny(unsafe_code)]
 
-use super::{queue::Queue, text, Ctrl};
+use super::{
+    queue::{Queue, QueueEvents},
+    text, Ctrl,
+};
 use crate::{
     nvme::State,
     rdma::{qp::Wc, verbs::DmaBuf, Device, SockAddr},
@@ -117,6 +120,25 @@ pub(super) fn error_recovery(ctrl: &Ctrl) {
     }
     dev_warn!(ctrl, "starting error recovery\n");
     ctrl.queue_err_work();
+}
+
+impl QueueEvents for Ctrl {
+    fn connection_failed(&self) {
+        error_recovery(self);
+    }
+
+    /// Only whoever may take the controller down does: a controller that `create_ctrl` has
+    /// handed to the core is deleted here; one still being created is marked, and its creator
+    /// fails the create (the setup sees the lost queue before going live, or `create_ctrl` sees
+    /// the mark after listing it). Deleting a controller still being created would tear it down
+    /// twice, the second time under `create_ctrl` (design.rst, "RDMA device removal").
+    fn device_removed(&self) {
+        if self.device_removed_created() {
+            dev_info!(self, "deleting the controller (its RDMA device is gone)\n");
+            let _ = self.nvme().delete();
+            device_gone(self);
+        }
+    }
 }
 
 /// The target broke the protocol on queue `qid`: a response for no command in flight, a second

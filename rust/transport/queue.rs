@@ -8,7 +8,6 @@
 mod teardown;
 
 use super::{
-    controller::{device_gone, error_recovery},
     device::{dev_get, max_fr_pages, DevUse},
     stats, text, Ctrl,
 };
@@ -48,6 +47,18 @@ pub(super) const AQ_BLK_MQ_DEPTH: u16 = 31;
 
 // ------------------------------------------------------------------------------------------
 // Queues and their RDMA connections
+
+/// What a queue's connection reports to the controller above it. The controller implements it
+/// (`controller`); a queue reaches its controller's policy only through it, so the controller
+/// stands above its queues and this file does not depend on that one.
+pub(super) trait QueueEvents {
+    /// A connection that was established is gone, or its rdma_cm id reported what cannot be
+    /// handled: recover the controller (`nvme_rdma_error_recovery`).
+    fn connection_failed(&self);
+    /// The RDMA device went under an established connection of the controller (its queue is
+    /// lost already): take the controller down, through whoever may.
+    fn device_removed(&self);
+}
 
 /// What each receive buffer of a queue knows: where its completions go (`io::RspData`'s
 /// `RecvDone`).
@@ -163,22 +174,11 @@ impl ConnCm {
 
     /// `RDMA_CM_EVENT_DEVICE_REMOVAL` on an established connection: the queue is lost (its
     /// commands end now if the controller is connecting, so a setup waiting for one fails at
-    /// once), and the controller goes, but only through whoever may take it down: a controller
-    /// that `create_ctrl` has handed to the core is deleted here; one still being created is
-    /// marked, and its creator fails the create (the setup sees the lost queue before going
-    /// live, or `create_ctrl` sees the mark after listing it). Deleting a controller still being
-    /// created tore it down twice: a use-after-free in `create_ctrl` (issue 28, finding 1).
+    /// once), and the controller decides how it goes ([`QueueEvents::device_removed`]).
     fn device_removed(&self) {
         dev_info!(self.ctrl, "RDMA device removed under queue {}\n", self.qid);
         self.lost();
-        if self.ctrl.device_removed_created() {
-            dev_info!(
-                self.ctrl,
-                "deleting the controller (its RDMA device is gone)\n"
-            );
-            let _ = self.ctrl.nvme().delete();
-            device_gone(&self.ctrl);
-        }
+        self.ctrl.device_removed();
     }
 
     /// `RDMA_CM_EVENT_ADDR_RESOLVED`: create CQ, QP, receive ring and MR pool, then resolve the
@@ -340,7 +340,7 @@ impl CmHandler for ConnCm {
                         dev_info!(this.ctrl, "disconnect received - connection closed\n");
                     }
                     this.lost();
-                    error_recovery(&this.ctrl);
+                    this.ctrl.connection_failed();
                     None
                 } else {
                     Some(ECONNRESET)
@@ -379,7 +379,7 @@ impl CmHandler for ConnCm {
                     e,
                     st
                 );
-                error_recovery(&this.ctrl);
+                this.ctrl.connection_failed();
                 None
             }
         };
