@@ -264,8 +264,14 @@ impl MappedSg {
 
     /// Maps the entries onto `mr` for a fast registration.
     #[inline(always)]
+    /// `EINVAL` if the data is not mapped on the MR's device.
     pub(crate) fn register(&self, mr: &mut crate::rdma::qp::Mr) -> Result {
-        mr.map(self.table.sgl, self.nents)
+        if mr.device() != self.dev {
+            return Err(EINVAL);
+        }
+        // SAFETY: the table holds `nents` entries mapped for DMA on `dev` (type invariant), the
+        // MR's device (checked above), and stays mapped while borrowed for the call.
+        unsafe { mr.map(self.table.sgl, self.nents) }
     }
 }
 

@@ -349,6 +349,13 @@ unsafe impl Send for Mr {}
 unsafe impl Sync for Mr {}
 
 impl Mr {
+    /// The RDMA device the MR belongs to.
+    #[inline(always)]
+    pub(crate) fn device(&self) -> *mut raw::ib_device {
+        // SAFETY: the MR is valid (type invariant); its device is fixed for its life.
+        unsafe { (*self.mr.as_ptr()).device }
+    }
+
     /// The current rkey.
     pub(crate) fn rkey(&self) -> u32 {
         // SAFETY: the MR is valid (type invariant).
@@ -372,11 +379,16 @@ impl Mr {
     ///
     /// `ib_map_mr_sg` then `ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey))`, as C's
     /// `nvme_rdma_map_sg_fr` (the key update is a static inline, done here rather than in a shim).
+    ///
+    /// # Safety
+    ///
+    /// `sgl` is a scatterlist of at least `nents` entries, DMA-mapped on the MR's device and
+    /// valid during the call (`ib_map_mr_sg` reads each entry's DMA address and length).
     #[inline(always)]
-    pub(crate) fn map(&mut self, sgl: *mut raw::scatterlist, nents: i32) -> Result {
+    pub(crate) unsafe fn map(&mut self, sgl: *mut raw::scatterlist, nents: i32) -> Result {
         let mr = self.mr.as_ptr();
         // SAFETY: the MR is valid and exclusively ours (`&mut`); `sgl` is a DMA-mapped list of
-        // `nents` entries (the only caller passes a `MappedSg`'s list); no offset is returned.
+        // `nents` entries, valid for the call (the caller's guarantee); no offset is returned.
         let nr = unsafe { raw::ib_map_mr_sg(mr, sgl, nents, core::ptr::null_mut(), 4096) };
         if nr < nents {
             return Err(if nr < 0 {

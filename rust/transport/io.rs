@@ -22,7 +22,7 @@ use crate::{
     nvme::{
         mq::{
             batch::{RqList, SendBatch},
-            BlkStatus, MqOps, Request, TimeoutAction,
+            BlkStatus, MqOps, Owned, Request, TimeoutAction,
         },
         MappedCmd, MappedSg, State, TryCell,
     },
@@ -106,6 +106,8 @@ pub(super) enum NotPrepared {
     Status(BlkStatus),
     /// Mapping the data failed after the command was set up.
     Mapping(Error),
+    /// The request's state is busy (see `unmap_request`): nothing was set up or mapped.
+    Busy,
 }
 
 /// Maps the request's data into its slots, writes the command's data pointer and adds the
@@ -116,13 +118,13 @@ pub(super) enum NotPrepared {
 pub(super) fn map_data(
     q: &Queue,
     qp: &qp::Qp,
-    rq: &Request<RdmaMq>,
+    rq: &mut Owned<'_, RdmaMq>,
     mr_slot: &mut Option<Mr>,
     sg_slot: &mut Option<MappedSg>,
     sges: &mut SendSges,
 ) -> Result<Option<qp::RegWr>> {
-    let d = rq.data();
-    let ctrl = rq.ctrl();
+    let d = rq.rq().data();
+    let ctrl = rq.rq().ctrl();
     d.has_mr.store(false, Relaxed);
     let Some(sg) = rq.map_data_into(qp.device(), sg_slot)? else {
         rq.with_cmd(|c| capsule::put_sgl(c, &Sgl::Null))
@@ -193,7 +195,7 @@ pub(super) fn map_data(
 pub(super) fn prepare(
     q: &Queue,
     qp: &qp::Qp,
-    rq: &Request<RdmaMq>,
+    rq: &mut Owned<'_, RdmaMq>,
     io: &mut Io,
     sges: &mut SendSges,
 ) -> core::result::Result<Option<qp::RegWr>, NotPrepared> {
@@ -251,7 +253,7 @@ impl MqOps for RdmaMq {
     }
 
     #[inline]
-    fn queue_rq(q: &Queue, rq: &Request<Self>, _last: bool, rcu: RcuReader<'_>) -> BlkStatus {
+    fn queue_rq(q: &Queue, rq: Owned<'_, Self>, _last: bool, rcu: RcuReader<'_>) -> BlkStatus {
         let live = q.live.load(Acquire);
         if !rq.check_ready(live) {
             return fail_nonready(rq);
@@ -265,49 +267,53 @@ impl MqOps for RdmaMq {
         // Everything is mapped in place in the request's state, which releases it when the
         // request ends (`unmap_request`) or, on an error below, at once. It is mapped and stored
         // before the SEND is posted: the request can complete as soon as it is.
-        let prepared = rq
-            .data()
-            .io
-            .try_with(|io| rq.with_sges(|sges| prepare(q, qp, rq, io, sges)));
-        let err = match prepared {
-            Some(Ok(reg)) => {
-                let ctrl = rq.ctrl();
+        let r = rq.rq();
+        let prepared = rq.prepare(|rq, sges| {
+            r.data()
+                .io
+                .try_with(|io| prepare(q, qp, rq, io, sges))
+                .unwrap_or(Err(NotPrepared::Busy))
+        });
+        let (rq, err) = match prepared {
+            Ok((p, reg)) => {
+                let ctrl = r.ctrl();
                 // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
-                match rq.post_send(qp, reg) {
+                match p.post_send(qp, reg) {
                     Ok(()) => {
                         // The queue was lost while this request was being prepared: the abort
                         // of its commands found it busy and left it (`timeout`); abort the
                         // queue's started requests again, so that this one ends as they did.
-                        // Through the tag set, not `rq`: once posted, the request may already
-                        // have ended (design.rst, "A lost connection while connecting").
+                        // Through the tag set, not the request: once posted, it may already
+                        // have ended, and its token is gone (design.rst, "A lost connection
+                        // while connecting").
                         if q.lost.load(Acquire) {
                             ctrl.abort_queue_requests(q.qid);
                         }
                         return BlkStatus::OK;
                     }
-                    Err(e) => {
+                    Err((rq, e)) => {
                         dev_err!(
-                            rq.ctrl(),
+                            ctrl,
                             "nvme_rdma_post_send failed with error code {}\n",
                             e.to_errno()
                         );
-                        unmap_request(rq);
-                        e
+                        unmap_request(&rq);
+                        (rq, e)
                     }
                 }
             }
-            Some(Err(NotPrepared::Status(st))) => return st,
-            Some(Err(NotPrepared::Mapping(e))) => {
+            Err((_, NotPrepared::Status(st))) => return st,
+            Err((rq, NotPrepared::Mapping(e))) => {
                 // An empty MR pool (EAGAIN) was reported once by `map_data`.
                 if e != EAGAIN {
-                    dev_err!(rq.ctrl(), "Failed to map data ({})\n", e.to_errno());
+                    dev_err!(r.ctrl(), "Failed to map data ({})\n", e.to_errno());
                 }
-                e
+                (rq, e)
             }
-            None => {
-                // The state is busy (see `unmap_request`): nothing was set up or mapped, and
-                // blk-mq ends the request, unstarted, with the error.
-                dev_err!(rq.ctrl(), "request tag {} busy at submission\n", rq.tag());
+            Err((_, NotPrepared::Busy)) => {
+                // Nothing was set up or mapped, and blk-mq ends the request, unstarted, with the
+                // error.
+                dev_err!(r.ctrl(), "request tag {} busy at submission\n", r.tag());
                 return BlkStatus::IOERR;
             }
         };
@@ -323,13 +329,13 @@ impl MqOps for RdmaMq {
     #[inline(never)]
     fn queue_rqs(list: &mut RqList<'_, Self>, rcu: RcuReader<'_>) {
         let mut batch: Option<(&Queue, &Ctrl, SendBatch<'_, Self>)> = None;
-        while let Some((q, popped)) = list.pop() {
-            let rq = popped.rq();
+        while let Some((q, owned)) = list.pop() {
+            let rq = owned.rq();
             let live = q.live.load(Acquire);
             let qp = match q.qp.get(rcu) {
                 Some(qp) if live && !q.lost.load(Acquire) && rq.check_ready(live) => qp,
                 _ => {
-                    list.leave(popped);
+                    list.leave(owned);
                     continue;
                 }
             };
@@ -343,27 +349,29 @@ impl MqOps for RdmaMq {
                 }
             }
             let (_, _, b) = batch.get_or_insert_with(|| (q, rq.ctrl(), SendBatch::new(qp)));
-            let prepared = rq
-                .data()
-                .io
-                .try_with(|io| rq.with_sges(|sges| prepare(q, qp, rq, io, sges)));
+            let prepared = owned.prepare(|o, sges| {
+                rq.data()
+                    .io
+                    .try_with(|io| prepare(q, qp, o, io, sges))
+                    .unwrap_or(Err(NotPrepared::Busy))
+            });
             match prepared {
-                Some(Ok(reg)) => {
-                    if let Err((_, e)) = b.push(popped, reg) {
+                Ok((p, reg)) => {
+                    if let Err((p, e)) = b.push(p, reg) {
                         // Not reached: the batch was posted when full.
                         unmap_request(rq);
-                        fail_unsent(q, rq, e);
+                        fail_unsent(q, p.unprepared(), e);
                     }
                 }
-                Some(Err(NotPrepared::Mapping(e))) => {
+                Err((o, NotPrepared::Mapping(e))) => {
                     if e != EAGAIN {
                         dev_err!(rq.ctrl(), "Failed to map data ({})\n", e.to_errno());
                     }
-                    fail_unsent(q, rq, e);
+                    fail_unsent(q, o, e);
                 }
                 // Not started: `queue_rq` takes it again and returns the status, or reports the
                 // busy state, as it does for a request of its own.
-                Some(Err(NotPrepared::Status(_))) | None => list.leave(popped),
+                Err((o, NotPrepared::Status(_) | NotPrepared::Busy)) => list.leave(o),
             }
         }
         if let Some((q, c, mut b)) = batch {

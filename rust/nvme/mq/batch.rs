@@ -5,7 +5,7 @@
 //!
 //! C header: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h)
 
-use super::{MqOps, Request};
+use super::{MqOps, Owned, Prepared, Request};
 use crate::bindings::raw;
 use crate::rdma::qp::{ChainItem, Qp, RegWr, SendWrs, CHAIN_MAX};
 use core::{marker::PhantomData, mem::MaybeUninit};
@@ -25,20 +25,6 @@ pub(crate) struct RqList<'a, M: MqOps> {
     _p: PhantomData<&'a Request<M>>,
 }
 
-/// A request popped from an [`RqList`]: the only way to name it to [`SendBatch::push`] or
-/// [`RqList::leave`]. It is neither `Copy` nor `Clone` and only [`RqList::pop`] makes one; the
-/// list yields each request once during `'a` (what `leave` takes goes to another list, never
-/// popped), so the tokens a batch holds are of different requests, with no search for them.
-pub(crate) struct Popped<'a, M: MqOps>(&'a Request<M>);
-
-impl<'a, M: MqOps> Popped<'a, M> {
-    /// The request (its owner may use it as before it was popped, under the same rules).
-    #[inline(always)]
-    pub(crate) fn rq(&self) -> &'a Request<M> {
-        self.0
-    }
-}
-
 impl<'a, M: MqOps> RqList<'a, M> {
     /// # Safety
     ///
@@ -55,7 +41,7 @@ impl<'a, M: MqOps> RqList<'a, M> {
 
     /// The next request, with the queue of its hardware context.
     #[inline]
-    pub(crate) fn pop(&mut self) -> Option<(&'a M::Queue, Popped<'a, M>)> {
+    pub(crate) fn pop(&mut self) -> Option<(&'a M::Queue, Owned<'a, M>)> {
         // `rq_list_pop` (a static inline), done here rather than called through a helper.
         let l = self.list;
         // SAFETY: the list is valid and ours (type invariant): its requests are linked through
@@ -75,21 +61,23 @@ impl<'a, M: MqOps> RqList<'a, M> {
         };
         // SAFETY: a request of our tag set (type invariant): its hardware context's
         // `driver_data` is a queue set by `init_hctx_cb`, which outlives the request; the request
-        // stays valid for `'a` (tag set memory).
+        // stays valid for `'a` (tag set memory). blk-mq handed it to `queue_rqs` to submit, and
+        // the list yields each request once during `'a` (what `leave` takes goes to another
+        // list, never popped), so this is its only token.
         unsafe {
             Some((
                 &*(*(*rq).mq_hctx).driver_data.cast::<M::Queue>(),
-                Popped(Request::from_raw(rq)),
+                Owned::new(Request::from_raw(rq)),
             ))
         }
     }
 
     /// Gives `rq` back to blk-mq, which submits it through `queue_rq`. It must not have been
     /// started.
-    pub(crate) fn leave(&mut self, rq: Popped<'a, M>) {
-        // SAFETY: `left` is ours; `rq` was popped from the list (only `pop` makes a `Popped`),
-        // so it is on no other list.
-        unsafe { raw::rnvme_rq_list_add_tail(&mut self.left, rq.0.as_raw()) };
+    pub(crate) fn leave(&mut self, rq: Owned<'a, M>) {
+        // SAFETY: `left` is ours; `rq` is on no list (popped from this one, or handed to
+        // `queue_rq`, which never meets an `RqList`: blk-mq hands a request to one of them).
+        unsafe { raw::rnvme_rq_list_add_tail(&mut self.left, rq.rq().as_raw()) };
     }
 }
 
@@ -114,11 +102,11 @@ pub(crate) struct SendBatch<'a, M: MqOps> {
 }
 
 /// What became of a request of a [`SendBatch`] at [`SendBatch::post`].
-pub(crate) enum Sent {
+pub(crate) enum Sent<'a, M: MqOps> {
     /// Posted: it completes as after `queue_rq`.
     Posted,
     /// Not posted (the error): still started, and still the caller's to release and end.
-    NotPosted(Error),
+    NotPosted(Owned<'a, M>, Error),
 }
 
 impl<'a, M: MqOps> SendBatch<'a, M> {
@@ -142,27 +130,29 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
         self.len == CHAIN_MAX
     }
 
-    /// Adds a prepared request (its SGE list filled through [`Request::with_sges`]) and its
-    /// registration `reg`, if any. The caller owns the request (it started it) and must not use
-    /// it until [`SendBatch::post`]. When the batch is full, `EBUSY` and the request back.
-    /// (No request can be in the batch twice: see [`Popped`].)
+    /// Adds a prepared request and its registration `reg`, if any; the batch holds it until
+    /// [`SendBatch::post`]. When the batch is full, `EBUSY` and the request back. (No request
+    /// can be in the batch twice: each has one token.)
     pub(crate) fn push(
         &mut self,
-        rq: Popped<'a, M>,
+        rq: Prepared<'a, M>,
         reg: Option<RegWr>,
-    ) -> core::result::Result<(), (Popped<'a, M>, Error)> {
+    ) -> core::result::Result<(), (Prepared<'a, M>, Error)> {
         if self.len == CHAIN_MAX {
             return Err((rq, EBUSY));
         }
-        self.rqs[self.len].write(rq.0);
-        self.items[self.len].write((rq.0.wrs(), reg));
+        // INVARIANT (of the tokens): the batch keeps the request of the token it takes, and gives
+        // it back as an `Owned` only if it is not posted (`post`).
+        let r = rq.rq();
+        self.rqs[self.len].write(r);
+        self.items[self.len].write((r.wrs(), reg));
         self.len += 1;
         Ok(())
     }
 
     /// Posts every request in one chain and empties the batch; then `f` learns, for each request
     /// in order, whether it was posted.
-    pub(crate) fn post(&mut self, mut f: impl FnMut(&'a Request<M>, Sent)) {
+    pub(crate) fn post(&mut self, mut f: impl FnMut(Sent<'a, M>)) {
         let n = core::mem::take(&mut self.len);
         if n == 0 {
             return;
@@ -171,15 +161,16 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
         let items =
             unsafe { core::slice::from_raw_parts(self.items.as_ptr().cast::<ChainItem<'a>>(), n) };
         // SAFETY: each item is the work requests of a request whose PDU `init_request_cb`
-        // initialised, owned by the caller until now (`push`'s rule, see `with_cmd`); no two are
-        // the same (each came from its own `Popped`: the list yields each request once).
+        // initialised, whose `Prepared` token `push` took (so it is not used elsewhere, and its
+        // list was filled in this use); no two are the same (one token per request).
         let (posted, r) = unsafe { SendWrs::post_chain(self.qp, items) };
         for i in 0..n {
             // SAFETY: written by `push` (`i < n`).
             let rq = unsafe { self.rqs[i].assume_init() };
             match r {
-                Err(e) if i >= posted => f(rq, Sent::NotPosted(e)),
-                _ => f(rq, Sent::Posted),
+                // SAFETY: not posted: its token, taken by `push`, is given back, once.
+                Err(e) if i >= posted => f(Sent::NotPosted(unsafe { Owned::new(rq) }, e)),
+                _ => f(Sent::Posted),
             }
         }
     }

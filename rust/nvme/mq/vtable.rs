@@ -142,6 +142,9 @@ impl<M: MqOps, const ADMIN: bool> MqVtable<M, ADMIN> {
         // `rcu_read_lock()` (`blk_mq_run_dispatch_ops`); the nvme core sets that flag only for
         // `NVME_F_BLOCKING`, which the transport's controller ops do not have (`ctrl.rs`).
         let rcu = unsafe { crate::rdma::RcuReader::assume() };
+        // SAFETY: blk-mq hands the request to this callback to submit; nothing else made a
+        // token of it in this use (`RqList::pop` makes them for `queue_rqs`' lists only).
+        let rq = unsafe { super::Owned::new(rq) };
         M::queue_rq(q, rq, last, rcu).0
     }
 

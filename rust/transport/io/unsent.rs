@@ -10,7 +10,7 @@ use crate::{
     nvme::{
         mq::{
             batch::{SendBatch, Sent},
-            BlkStatus, Request,
+            BlkStatus, Owned,
         },
         State,
     },
@@ -28,7 +28,7 @@ use kernel::prelude::*;
 /// association while error recovery waits for the re-authentication to end (`nvme_auth_stop`)
 /// before it reconnects: a hang the C driver has. This way the re-authentication ends with an
 /// error and the reconnect authenticates afresh.
-pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
+pub(super) fn fail_nonready(mut rq: Owned<'_, RdmaMq>) -> BlkStatus {
     // (Only a passthrough request has its command in place before `setup_and_start`.)
     if rq.ctrl().nvme().state() != State::Connecting
         && rq.is_passthrough()
@@ -39,15 +39,11 @@ pub(super) fn fail_nonready(rq: &Request<RdmaMq>) -> BlkStatus {
     rq.fail_nonready()
 }
 
-/// What becomes of a started request that was not sent (`err`: its mapping or post failed, and
-/// what it had mapped is released): the status `queue_rq` returns for it. A host path error
-/// (`EIO`) completes it at once; a lack of resources (`ENOMEM`, an empty MR pool's `EAGAIN`)
-/// has blk-mq retry it later; anything else ends it with an I/O error.
-pub(super) fn unsent_status(q: &Queue, rq: &Request<RdmaMq>, err: Error) -> BlkStatus {
-    if err == EIO {
-        return rq.host_path_error();
-    }
-    rq.cleanup_cmd();
+/// Why a started request that was not sent (`err`: its mapping or post failed, and what it had
+/// mapped is released) is not completed at once: blk-mq retries it later (a lack of resources:
+/// `ENOMEM`, an empty MR pool's `EAGAIN`), or it ends with an I/O error (anything else). A host
+/// path error (`EIO`) is neither: the caller completes it.
+fn unsent_kind(q: &Queue, err: Error) -> BlkStatus {
     if err == ENOMEM || err == EAGAIN {
         q.stats.count(Counter::ResourceRetries, 1);
         BlkStatus::RESOURCE
@@ -56,11 +52,25 @@ pub(super) fn unsent_status(q: &Queue, rq: &Request<RdmaMq>, err: Error) -> BlkS
     }
 }
 
+/// What becomes of a started request that was not sent (see [`unsent_kind`]): the status
+/// `queue_rq` returns for it.
+pub(super) fn unsent_status(q: &Queue, mut rq: Owned<'_, RdmaMq>, err: Error) -> BlkStatus {
+    if err == EIO {
+        return rq.host_path_error();
+    }
+    rq.cleanup_cmd();
+    unsent_kind(q, err)
+}
+
 /// [`unsent_status`] outside `queue_rq`, where no status can be returned: the request is
 /// requeued (a lack of resources) or ended here.
-pub(super) fn fail_unsent(q: &Queue, rq: &Request<RdmaMq>, err: Error) {
-    match unsent_status(q, rq, err) {
-        BlkStatus::OK => {}
+pub(super) fn fail_unsent(q: &Queue, mut rq: Owned<'_, RdmaMq>, err: Error) {
+    if err == EIO {
+        let _ = rq.host_path_error();
+        return;
+    }
+    rq.cleanup_cmd();
+    match unsent_kind(q, err) {
         BlkStatus::RESOURCE => rq.requeue_unsent(),
         st => rq.end_unsent(st),
     }
@@ -72,9 +82,9 @@ pub(super) fn post_batch(q: &Queue, ctrl: &Ctrl, b: &mut SendBatch<'_, RdmaMq>) 
     let n = b.len() as u64;
     let mut posted = 0;
     let mut reported = false;
-    b.post(|rq, sent| match sent {
+    b.post(|sent| match sent {
         Sent::Posted => posted += 1,
-        Sent::NotPosted(e) => {
+        Sent::NotPosted(rq, e) => {
             if !reported {
                 reported = true;
                 dev_err!(
@@ -85,7 +95,7 @@ pub(super) fn post_batch(q: &Queue, ctrl: &Ctrl, b: &mut SendBatch<'_, RdmaMq>) 
                     n
                 );
             }
-            unmap_request(rq);
+            unmap_request(&rq);
             fail_unsent(q, rq, e);
         }
     });
@@ -109,7 +119,7 @@ pub(super) fn post_batch(q: &Queue, ctrl: &Ctrl, b: &mut SendBatch<'_, RdmaMq>) 
 /// A live controller with a lost queue needs error recovery: the target's disconnect or a timeout
 /// normally starts it, but a queue lost while the controller was connecting went live dead (issue
 /// 28, finding 2: its requests were requeued for ever). The first request that meets it starts it.
-pub(super) fn fail_lost(rq: &Request<RdmaMq>) -> BlkStatus {
+pub(super) fn fail_lost(mut rq: Owned<'_, RdmaMq>) -> BlkStatus {
     if rq.ctrl().nvme().state() == State::Live {
         error_recovery(rq.ctrl());
     }
