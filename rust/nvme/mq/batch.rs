@@ -101,14 +101,6 @@ pub(crate) struct SendBatch<'a, M: MqOps> {
     items: [MaybeUninit<ChainItem<'a>>; CHAIN_MAX],
 }
 
-/// What became of a request of a [`SendBatch`] at [`SendBatch::post`].
-pub(crate) enum Sent<'a, M: MqOps> {
-    /// Posted: it completes as after `queue_rq`.
-    Posted,
-    /// Not posted (the error): still started, and still the caller's to release and end.
-    NotPosted(Owned<'a, M>, Error),
-}
-
 impl<'a, M: MqOps> SendBatch<'a, M> {
     /// An empty batch for `qp`.
     pub(crate) fn new(qp: &'a Qp) -> Self {
@@ -150,12 +142,17 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
         Ok(())
     }
 
-    /// Posts every request in one chain and empties the batch; then `f` learns, for each request
-    /// in order, whether it was posted.
-    pub(crate) fn post(&mut self, mut f: impl FnMut(Sent<'a, M>)) {
+    /// Posts every request in one chain and empties the batch. Returns how many were posted
+    /// (they come first, and may complete at once) and the error that stopped the chain, if
+    /// any; each request not posted goes back to the caller, in order, through `not_posted`
+    /// (only then: the posted ones cost no call).
+    pub(crate) fn post(
+        &mut self,
+        mut not_posted: impl FnMut(Owned<'a, M>, Error),
+    ) -> (usize, Result) {
         let n = core::mem::take(&mut self.len);
         if n == 0 {
-            return;
+            return (0, Ok(()));
         }
         // SAFETY: the first `n` items were written by `push`; `MaybeUninit<T>` has `T`'s layout.
         let items =
@@ -164,15 +161,15 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
         // initialised, whose `Prepared` token `push` took (so it is not used elsewhere, and its
         // list was filled in this use); no two are the same (one token per request).
         let (posted, r) = unsafe { SendWrs::post_chain(self.qp, items) };
-        for i in 0..n {
-            // SAFETY: written by `push` (`i < n`).
-            let rq = unsafe { self.rqs[i].assume_init() };
-            match r {
+        if let Err(e) = r {
+            for i in posted..n {
+                // SAFETY: written by `push` (`i < n`).
+                let rq = unsafe { self.rqs[i].assume_init() };
                 // SAFETY: not posted: its token, taken by `push`, is given back, once.
-                Err(e) if i >= posted => f(Sent::NotPosted(unsafe { Owned::new(rq) }, e)),
-                _ => f(Sent::Posted),
+                not_posted(unsafe { Owned::new(rq) }, e);
             }
         }
+        (posted, r)
     }
 
     /// How many requests the batch holds.

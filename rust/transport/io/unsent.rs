@@ -8,10 +8,7 @@
 use super::{super::controller::error_recovery, unmap_request, RdmaMq};
 use crate::{
     nvme::{
-        mq::{
-            batch::{SendBatch, Sent},
-            BlkStatus, Owned,
-        },
+        mq::{batch::SendBatch, BlkStatus, Owned},
         State,
     },
     proto::capsule,
@@ -79,33 +76,27 @@ pub(super) fn fail_unsent(q: &Queue, mut rq: Owned<'_, RdmaMq>, err: Error) {
 /// Posts a batch of `queue_rqs` ([`SendBatch::post`]) of controller `ctrl`'s queue `q`; each
 /// request not posted is released and failed as `queue_rq` fails one whose post failed.
 pub(super) fn post_batch(q: &Queue, ctrl: &Ctrl, b: &mut SendBatch<'_, RdmaMq>) {
-    let n = b.len() as u64;
-    let mut posted = 0;
-    let mut reported = false;
-    b.post(|sent| match sent {
-        Sent::Posted => posted += 1,
-        Sent::NotPosted(rq, e) => {
-            if !reported {
-                reported = true;
-                dev_err!(
-                    rq.ctrl(),
-                    "nvme_rdma_post_send failed with error code {} ({} of {} requests posted)\n",
-                    e.to_errno(),
-                    posted,
-                    n
-                );
-            }
-            unmap_request(&rq);
-            fail_unsent(q, rq, e);
-        }
+    let n = b.len();
+    let (posted, r) = b.post(|rq, e| {
+        unmap_request(&rq);
+        fail_unsent(q, rq, e);
     });
+    if let Err(e) = r {
+        dev_err!(
+            ctrl,
+            "nvme_rdma_post_send failed with error code {} ({} of {} requests posted)\n",
+            e.to_errno(),
+            posted,
+            n
+        );
+    }
     // As in `queue_rq`: a queue lost while the batch was being prepared has its started
     // requests aborted again, these among them if still in flight; read once, after the post.
     if posted > 0 && q.lost.load(Acquire) {
         ctrl.abort_queue_requests(q.qid);
     }
     q.stats.count(Counter::BatchPosts, 1);
-    q.stats.count(Counter::BatchRequests, posted);
+    q.stats.count(Counter::BatchRequests, posted as u64);
 }
 
 /// A request for a queue whose connection is gone ([`Queue::lost`]), before error recovery or a
