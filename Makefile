@@ -131,7 +131,7 @@ host-test:
 		'rustc --edition=2021 --test -o /tmp/rnvme-host-tests /mnt/project/tools/host-tests/main.rs && /tmp/rnvme-host-tests'
 
 lint:
-	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && echo "clippy and unsafe policy: clean"
+	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && tools/lint-history >/dev/null && echo "clippy, unsafe policy and history lint: clean"
 
 fmt:
 	@. scripts/lib.sh && k=$$(scripts/kernel $(FLAVOUR)) && \
@@ -220,7 +220,7 @@ help:
 	@echo "                     packages), the version policy, install, DKMS, 7.2 installed as an update,"
 	@echo "                     a guest per kernel, one of a kernel without the module (the C driver"
 	@echo "                     serves); part of make check; ~3 min warm, ~7 min cold after the root"
-	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
+	@echo "  make lint          kernel Rust lints with CLIPPY=1, the unsafe policy check, the history lint"
 	@echo "  make host-test     host unit tests of the pure code"
 	@echo "  make fmt           rustfmt the sources with the kernel's .rustfmt.toml"
 	@echo "  make vm SCRIPT=f   run a script as root in a guest (ARGS=..., FLAVOUR=...)"
