@@ -182,7 +182,7 @@ help:
 	@echo "                     guest (make demo), with times and disk use (RNVME_COLD_FULL=1: then the whole check)"
 	@echo "  make bench         C nvme_rdma vs rnvme_rdma in one boot of the release kernel, alternating"
 	@echo "                     rounds, the guest's clock counting instructions (~30 min; 2 rounds on rxe"
-	@echo "                     with 30 s profiles took 14 min in session 25): report.md with a"
+	@echo "                     with 30 s profiles took 14 min on 2026-12-06 at b77d11c): report.md with a"
 	@echo "                     per-module profile and call chains (perf), the raw-verbs ceiling"
 	@echo "                     (perftest), ratios.png under bench-results/ (BENCH='--quick' for a"
 	@echo "                     smoke run; BENCH='rounds=6 fabrics=rxe runtime=10', --wallclock, --flavour debug)"
