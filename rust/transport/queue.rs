@@ -167,7 +167,7 @@ impl ConnCm {
     /// that `create_ctrl` has handed to the core is deleted here; one still being created is
     /// marked, and its creator fails the create (the setup sees the lost queue before going
     /// live, or `create_ctrl` sees the mark after listing it). Deleting a controller still being
-    /// created tore it down twice: a use-after-free in `create_ctrl` (the wire group's removal during connect).
+    /// created tore it down twice: a use-after-free in `create_ctrl` (the wire group's test).
     fn device_removed(&self) {
         dev_info!(self.ctrl, "RDMA device removed under queue {}\n", self.qid);
         self.lost();
@@ -354,7 +354,7 @@ impl CmHandler for ConnCm {
             // pending connection fails, and its id goes to rdma_cm, which destroys it when this
             // returns (`surrender`: the setup is parked waiting for this outcome; rdma_cm reads
             // the id's device after a handler that returned 0, so the setup must not destroy
-            // it: an oops in rdma_cm otherwise); an established one is lost (`device_removed`). The C
+            // it: rdma_cm would oops); an established one is lost (`device_removed`). The C
             // driver ignores this event; its connect then waits for ever, and so does the
             // removal.
             CmEvent::DeviceRemoval => {
