@@ -54,7 +54,7 @@ t_bt_smoke() {
 	grep -c 'fabrics connect' "$BT_LOG" | sed 's/^/# fabrics connects seen by badtarget: /'
 }
 
-# t_bt_parallel FABRIC: the I/O queues are set up together, not one after the other (README's
+# t_bt_parallel FABRIC: the I/O queues are set up together, not one after the other (design.rst's
 # claim): badtarget answers each I/O queue's Fabrics Connect 10 s late (slow-connect), the host
 # asks for 4 I/O queues (-i 2 -W 2; the target grants up to 7). One after the other, the connect
 # would take at least 4 x 10 s; any two set up one after the other, 2 x 10 s. So a connect that
