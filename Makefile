@@ -131,7 +131,7 @@ host-test:
 		'rustc --edition=2021 --test -o /tmp/rnvme-host-tests /mnt/project/tools/host-tests/main.rs && /tmp/rnvme-host-tests'
 
 lint:
-	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && tools/lint-history >/dev/null && echo "clippy, unsafe policy and history lint: clean"
+	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && tools/lint-history && echo "clippy, unsafe policy and history lint: clean"
 
 fmt:
 	@. scripts/lib.sh && k=$$(scripts/kernel $(FLAVOUR)) && \
