@@ -131,7 +131,7 @@ host-test:
 		'rustc --edition=2021 --test -o /tmp/rnvme-host-tests /mnt/project/tools/host-tests/main.rs && /tmp/rnvme-host-tests'
 
 lint:
-	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && tools/lint-layers && echo "clippy and unsafe policy: clean"
+	@scripts/module-build $(FLAVOUR) CLIPPY=1 >/dev/null && tools/lint-unsafe && tools/lint-layers && tools/lint-history && echo "clippy, unsafe policy, layers and history lint: clean"
 
 fmt:
 	@. scripts/lib.sh && k=$$(scripts/kernel $(FLAVOUR)) && \
@@ -182,7 +182,7 @@ help:
 	@echo "                     guest (make demo), with times and disk use (RNVME_COLD_FULL=1: then the whole check)"
 	@echo "  make bench         C nvme_rdma vs rnvme_rdma in one boot of the release kernel, alternating"
 	@echo "                     rounds, the guest's clock counting instructions (~30 min; 2 rounds on rxe"
-	@echo "                     with 30 s profiles took 14 min in session 25): report.md with a"
+	@echo "                     with 30 s profiles took 14 min on 2026-12-06 at b77d11c): report.md with a"
 	@echo "                     per-module profile and call chains (perf), the raw-verbs ceiling"
 	@echo "                     (perftest), ratios.png under bench-results/ (BENCH='--quick' for a"
 	@echo "                     smoke run; BENCH='rounds=6 fabrics=rxe runtime=10', --wallclock, --flavour debug)"
@@ -220,7 +220,7 @@ help:
 	@echo "                     packages), the version policy, install, DKMS, 7.2 installed as an update,"
 	@echo "                     a guest per kernel, one of a kernel without the module (the C driver"
 	@echo "                     serves); part of make check; ~3 min warm, ~7 min cold after the root"
-	@echo "  make lint          kernel Rust lints with CLIPPY=1 and the unsafe policy check"
+	@echo "  make lint          kernel Rust lints with CLIPPY=1, the unsafe policy check, the history lint"
 	@echo "  make host-test     host unit tests of the pure code"
 	@echo "  make fmt           rustfmt the sources with the kernel's .rustfmt.toml"
 	@echo "  make vm SCRIPT=f   run a script as root in a guest (ARGS=..., FLAVOUR=...)"

@@ -308,7 +308,7 @@ impl<M: MqOps> Request<M> {
     ///
     /// Read without a reference into the command: the timeout handler asks for it, and a
     /// request that times out is not the caller's to hold `&mut` into (`queue_rq` may still be
-    /// setting the command up, issue 28).
+    /// setting the command up; the misbehave group's `late` test).
     pub(crate) fn opcode(&self) -> u8 {
         // SAFETY: the command lives in the PDU (type invariant); one byte is read, volatile, with
         // no reference created, so a concurrent writer is not aliased.

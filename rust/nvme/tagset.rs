@@ -155,7 +155,7 @@ impl<T: CtrlOps> Controller<T> {
     /// tag is out of range, the command's generation does not match, or the request is not in
     /// flight. (`nvme_find_rq` does not check the last: a response for an ended request whose
     /// generation did not advance, one cancelled by error recovery or timed out, found it idle
-    /// and ended it again, issue 28 finding 4.)
+    /// and ended it again: the misbehave group's `late` test.)
     ///
     /// Called for the responses a queue receives. The transport allocates each tag set before any
     /// queue that completes into it can receive (the admin tag set before queue 0 connects, the

@@ -238,7 +238,7 @@ impl<H: CmHandler> CmIdLocked<H> {
     /// handler returned 0, rdma_cm (7.3.4's `cma_send_device_removal_put`) releases the handler
     /// mutex and only then cancels the id's pending operation with the state from before, which
     /// for a route query reads the id's device; an owner woken by the handler and destroying
-    /// the id meanwhile releases the device first (a NULL dereference, session 23).
+    /// the id meanwhile releases the device first (a NULL dereference in rdma_cm).
     pub(crate) fn surrender(&self) -> bool {
         self.ctx()
             .owner

@@ -88,7 +88,7 @@ impl RdmaCtrl {
     /// Whether a queue's connection uses `dev` (that device, not another one with the same node
     /// GUID: a soft-RDMA device deleted and added again on the same NIC has the same GUID). A
     /// controller holds a device only through its queues' connections, as the C driver does:
-    /// between reconnect attempts it holds nothing, so the device can go (issue 10 item 1).
+    /// between reconnect attempts it holds nothing, so the device can go (wire group).
     pub(super) fn uses_device(&self, dev: &Device) -> bool {
         self.queues.iter().any(|q| {
             q.conn
@@ -171,7 +171,7 @@ pub(super) fn wr_error(ctrl: &Ctrl, qid: u16, wc: &Wc, op: &str) {
 /// was the broken one, or the QP is in the error state): the C driver waits for its timeout (the
 /// admin timeout is 60 s, and again for each retry). Here the queue's commands go to the timeout
 /// handler now, which stops the queue and ends them, and the setup fails before going live
-/// (issue 28, finding 6). Called from the completion path (softirq or a poll).
+/// (misbehave group: `dup`). Called from the completion path (softirq or a poll).
 fn queue_failed(ctrl: &Ctrl, qid: u16) {
     // SeqCst, then the state: as in `ConnCm::lost`, either this sees the controller no longer
     // connecting (error recovery below takes over) or the setup sees `lost` (`setup_ctrl`). A

@@ -354,7 +354,7 @@ impl CmHandler for ConnCm {
             // pending connection fails, and its id goes to rdma_cm, which destroys it when this
             // returns (`surrender`: the setup is parked waiting for this outcome; rdma_cm reads
             // the id's device after a handler that returned 0, so the setup must not destroy
-            // it: session 23's oops); an established one is lost (`device_removed`). The C
+            // it: rdma_cm would oops); an established one is lost (`device_removed`). The C
             // driver ignores this event; its connect then waits for ever, and so does the
             // removal.
             CmEvent::DeviceRemoval => {

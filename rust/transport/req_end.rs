@@ -78,8 +78,8 @@ impl ReqEnd {
     /// [`ReqEnd::arm`]. For a request that ends without its response (cancelled by error
     /// recovery, timed out, aborted): a response the target sends for it later, even one that
     /// finds it with its command identifier still current (a cancel does not advance the
-    /// generation), cannot drop a reference of an ended request and end it again (issue 28,
-    /// finding 4).
+    /// generation), cannot drop a reference of an ended request and end it again (the
+    /// misbehave group's `late` test).
     ///
     /// `Relaxed`: the request ends after this and is reused only after blk-mq handed it out again,
     /// which orders this store before the next use's `arm`.

@@ -356,7 +356,7 @@ pub(super) fn setup_ctrl(ctrl: &ARef<Ctrl>, new: bool) -> SetupResult {
     }
     // A queue whose connection was lost during the setup (the target disconnected it, or the
     // RDMA device went) would refuse every command once live, with nothing to start recovery:
-    // fail this attempt instead (issue 28, finding 2).
+    // fail this attempt instead.
     if let Some(qid) = ctrl.lost_queue() {
         dev_info!(ctrl, "queue {} lost its connection while connecting\n", qid);
         teardown_io_queues(ctrl, new);

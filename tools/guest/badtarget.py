@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """badtarget: a small NVMe over Fabrics RDMA target in user space (rdma-core's pyverbs) that
-misbehaves on command, for tests of the host transport (issue 28, Documentation/testing.rst).
+misbehaves on command, for tests of the host transport (the misbehave group, Documentation/testing.rst).
 
 It serves one NVM subsystem with one namespace backed by memory, over any RDMA device rdma_cm
 binds the address to (rxe, siw). Everything else in it is deliberately simple and strict: all data

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The benchmark (issue 12): the C nvme_rdma and rnvme_rdma side by side in one boot, against the
+# The benchmark: the C nvme_rdma and rnvme_rdma side by side in one boot, against the
 # same nvmet-rdma target (null_blk namespace), the same soft-RDMA link and the same connect
 # options; rounds alternate the order (C then Rust, then Rust then C, ...), each driver loaded,
 # connected, measured, disconnected and unloaded; plus the nvme-loop ceiling (same target, no RDMA). One JSON record

@@ -1,6 +1,6 @@
 #!/bin/bash
 # blktests-samples.sh [blktests.sh arguments]: a diagnostic run (not a test) for the stall of
-# nvme/012's bd=file condition with rnvme_rdma (Documentation/reports/session18-blktests.md).
+# nvme/012's bd=file condition with rnvme_rdma (Documentation/reports/2026-12-05-4b057dd-blktests-rxe.md).
 # Runs tools/guest/blktests.sh for nvme/010, then for nvme/012 in the same boot (whatever
 # lockdep's state: this is not a result for the table), and samples the RDMA counters, the QPs,
 # rnvme_rdma's stats and blk-mq's in-flight requests 8, 18 and 24 s after the target refused

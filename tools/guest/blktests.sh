@@ -1,5 +1,5 @@
 #!/bin/bash
-# The upstream peer suite in a guest (issue 29): blktests' nvme group over rdma, with each host
+# The upstream peer suite in a guest: blktests' nvme group over rdma, with each host
 # driver named (tools/blktests boots once per driver). Run by tools/blktests (`make blktests`)
 # under scripts/vm-run.
 # Usage: blktests.sh fabric=rxe|siw [drivers=rnvme,c] [tests="nvme/004 nvme/008 ..."] [img=SIZE]

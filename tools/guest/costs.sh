@@ -1,5 +1,5 @@
 #!/bin/bash
-# What the debug guest's time goes to (issue 9 §4): exec cost, and the C nvme_rdma's I/O over rxe
+# What the debug guest's time goes to: exec cost, and the C nvme_rdma's I/O over rxe
 # against a null_blk namespace (4k QD1 IOPS and latency, 128k sequential bandwidth), with the
 # kernel log's boot timestamps. Compare runs with different vm-run settings, e.g.
 #   scripts/vm-run --no-kmemleak tools/guest/costs.sh

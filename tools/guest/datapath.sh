@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Data path tests (issue 4): group `datapath` of tools/guest/suite.sh, which sources this file
+# Data path tests: group `datapath` of tools/guest/suite.sh, which sources this file
 # after lib.sh. See Documentation/testing.rst ("The datapath group").
 #
 # Parameters (suite.sh also takes them as arguments: `suite.sh datapath driver=c fabrics=rxe`):

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Failure paths (issue 10): group `faults` of tools/guest/suite.sh (sourced after lib.sh).
+# Failure paths: group `faults` of tools/guest/suite.sh (sourced after lib.sh).
 
 # fault_range MODULE [FUNCTION]: "0xSTART 0xEND" of MODULE's text (from its first text symbol to
 # a page past its last), or of the function in MODULE whose symbol ends with FUNCTION (a regular
@@ -187,7 +187,7 @@ print("DHHC-1:00:" + base64.b64encode(k + struct.pack("<I", zlib.crc32(k))).deco
 }
 
 # t_fault_timeout_auth FABRIC: request timeouts while live, with DH-HMAC-CHAP re-authentication
-# requested all along (issue 10 #6; issue 11's "request timeouts while live"). The target admits
+# requested all along (request timeouts while live). The target admits
 # only this host, with a host and a controller secret (bidirectional). Per round: fio writes and
 # verifies 2 MiB (4 KiB, queue depth 8) while the host secret is written to sysfs every 0.2 s
 # (each write queues the core's re-authentication work) and fail_io_timeout swallows one
@@ -263,7 +263,7 @@ t_fault_timeout_auth() {
 
 # t_fault_addr_resolved FABRIC: slab allocations fail in the rdma_cm handler that builds a queue's
 # connection (ConnCm::addr_resolved: CQ, QP, receive ring, MR pool), in the rdma_cm worker, where
-# the fail-nth test cannot reach (issue 10 #2). failslab with the stack filter on the handler,
+# the fail-nth test cannot reach. failslab with the stack filter on the handler,
 # 12 connects at 50, 10 and 3 % (most of its allocations, the receive ring's buffers, come after
 # the QP exists). Each connect must fail cleanly (no controller left) or connect (then it is
 # deleted); a CQ or PD freed under its QP makes ib_free_cq / ib_dealloc_pd warn, a use after
@@ -303,7 +303,7 @@ t_fault_addr_resolved() {
 }
 
 # t_fault_poll_reset FABRIC: a controller with a poll queue is reset three times while two fio jobs
-# (io_uring, --hipri) write and verify through it (issue 10 #5): blk-mq keeps calling ->poll while
+# (io_uring, --hipri) write and verify through it: blk-mq keeps calling ->poll while
 # the queue is torn down (bio_poll holds only the queue's usage counter) and the two jobs poll the
 # one poll queue at once. The poll path must never touch a freed CQ (KASAN);
 # polled_completions must rise (the I/O really was polled), the controller comes back live after

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Instructions per I/O (issue 30): the instructions the C nvme_rdma and rnvme_rdma execute in
+# Instructions per I/O: the instructions the C nvme_rdma and rnvme_rdma execute in
 # their own module per I/O, counted exactly by QEMU (tools/insncount, a TCG plugin loaded by
 # tools/bench-insns), in one boot against the same nvmet-rdma target, the drivers alternating in
 # each round as in tools/guest/bench.sh.

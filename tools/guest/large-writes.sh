@@ -1,6 +1,6 @@
 #!/bin/bash
 # large-writes.sh: a diagnostic run (not a test, in no check) for nvme/012's bd=file stall
-# (issue 29, Documentation/reports/session19-large-writes.md): 1 MiB writes to an nvmet file
+# (Documentation/reports/2026-12-05-d96e702-large-writes.md): 1 MiB writes to an nvmet file
 # namespace on tmpfs over rxe, the C nvme_rdma and rnvme_rdma alternately in one boot.
 #   1. The data rate (rounds 1 and 2, C and Rust in alternating order): BLKZEROOUT of 24 MiB
 #      (the target refuses Write Zeroes, the block layer writes zero pages itself, as mkfs.xfs

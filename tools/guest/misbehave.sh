@@ -1,6 +1,6 @@
-# The misbehaving target (issue 28): tools/guest/badtarget.py, a user-space NVMe/RDMA target on
+# The misbehaving target: tools/guest/badtarget.py, a user-space NVMe/RDMA target on
 # rdma-core that answers wrongly on command, against the host transport. Sourced by suite.sh
-# (group "misbehave", opt-in: not yet in make check). See Documentation/testing.rst.
+# (group "misbehave": 10 tests in make check, all 32 in make check-full). See Documentation/testing.rst.
 BT=$RNVME_PROJECT/tools/guest/badtarget.py
 BT_PORT=4430
 BT_NQN=nqn.2026-12.io.rnvme:badtarget
@@ -54,7 +54,7 @@ t_bt_smoke() {
 	grep -c 'fabrics connect' "$BT_LOG" | sed 's/^/# fabrics connects seen by badtarget: /'
 }
 
-# t_bt_parallel FABRIC: the I/O queues are set up together, not one after the other (README's
+# t_bt_parallel FABRIC: the I/O queues are set up together, not one after the other (design.rst's
 # claim): badtarget answers each I/O queue's Fabrics Connect 10 s late (slow-connect), the host
 # asks for 4 I/O queues (-i 2 -W 2; the target grants up to 7). One after the other, the connect
 # would take at least 4 x 10 s; any two set up one after the other, 2 x 10 s. So a connect that
@@ -338,9 +338,9 @@ BT_BEHAVIOURS=(
 	"cm-qsize any 2 live+readok+fast"
 	# (noc: the C control is not run by default: it oopses the kernel or hangs, see testing.rst)
 	"cm-silent any 2 connfail+noc"
-	# issue 28 finding 4: a response for a request that is not in flight (the host cancelled it)
+	# a response for a request that is not in flight (the host cancelled it)
 	"late io 1 live+readok+fast+noc" "late-inval io 1 live+readok+fast"
-	# finding 6: a broken connection during the setup ends it at once (not at the admin timeout)
+	# a broken connection during the setup ends it at once (not at the admin timeout)
 	"unknown-cid admin 1 connfail+fast" "dup admin 1 connfail+fast" "bad-inval admin 1 connfail+fast"
 	# the connection dropped in DH-HMAC-CHAP (admin queue, I/O queue; at the first or second
 	# message): with C, each waits for the command's timeout and its retries (minutes, hung tasks)

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Scale figures (issue 30): the C nvme_rdma and rnvme_rdma in one boot, against the same
+# Scale figures: the C nvme_rdma and rnvme_rdma in one boot, against the same
 # nvmet-rdma target (null_blk namespaces) on one soft-RDMA fabric, the drivers alternating in
 # each round (C then Rust in odd rounds, Rust then C in even ones). One JSON record per
 # measurement in $SCALE_OUT/results.jsonl; tools/scale-report turns them into the report.

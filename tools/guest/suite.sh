@@ -27,7 +27,7 @@
 . "$RNVME_PROJECT/tools/guest/misbehave.sh"
 : >"$TAP_FILE"
 
-# ---------------------------------------------------------------- harness (issue 2)
+# ---------------------------------------------------------------- harness
 t_debug_config() {
 	local o cfg; cfg=$(zcat /proc/config.gz) || return 1
 	for o in CONFIG_KASAN=y CONFIG_PROVE_LOCKING=y CONFIG_DEBUG_KMEMLEAK=y CONFIG_DEBUG_ATOMIC_SLEEP=y \
@@ -86,7 +86,7 @@ t_c_driver_connects() {
 
 t_c_driver_unloads() { rmmod nvme_rdma; }
 
-# ---------------------------------------------------------------- module (issues 2, 3)
+# ---------------------------------------------------------------- module
 t_module_loads() {
 	dmesg_mark
 	modprobe nvme-rdma || return 1
@@ -94,7 +94,7 @@ t_module_loads() {
 	[ ! -d /sys/module/nvme_rdma ] || { fail "the C nvme_rdma got loaded"; return 1; }
 	info "rnvme_rdma $(cat /sys/module/rnvme_rdma/version) loaded ($(modinfo -F description rnvme_rdma))"
 	# The load runs the KUnit suites: nothing of it reads as a real failure (no kernel line at
-	# error level or worse; one test's leak report did, issue 28).
+	# error level or worse; one test's leak report did once).
 	local errs
 	errs=$(dmesg -r | awk -v m="$_RNVME_MARK" 'f; index($0, m) { f = 1 }' | grep -E '^<[0-3]>')
 	[ -z "$errs" ] || { fail "the load wrote errors to the kernel log: $errs"; return 1; }

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Faults on a real wire (issue 11): group `wire` of tools/guest/suite.sh, run in the host guest of
+# Faults on a real wire: group `wire` of tools/guest/suite.sh, run in the host guest of
 # `scripts/vm-run --pair` (sourced after lib.sh, datapath.sh, lifecycle.sh). The target is the
 # other guest (release kernel, nvmet-rdma), reached with target_run over the control wire; the
 # rxe and siw wires are cut with `wire` (vm-run's QMP agent). Each test reports what it measured
@@ -333,7 +333,7 @@ t_wire_target_flap() {
 }
 
 # t_wire_link_delete FABRIC: the host's RDMA device is removed (`rdma link delete`, as a driver
-# unload or a hot unplug would) - issue 10 item 1:
+# unload or a hot unplug would):
 # (a) while the controller is reconnecting (the target's port is gone, ctrl_loss_tmo -1): the
 #     removal completes at once (between attempts the controller holds nothing of the device; it
 #     used to keep a reference for its whole life, and `rdma link delete` hung in D state); the
@@ -582,7 +582,7 @@ t_wire_multipath() {
 
 # WIRE_MODE (suite.sh wire=split|all): all runs every scenario on every fabric of DP_FABRICS;
 # split (make check's default, to fit its time budget) runs each on one fabric, alternating rxe
-# and siw, and the device-removal test (issue 10 item 1) on both.
+# and siw, and the device-removal test on both.
 WIRE_MODE=${WIRE_MODE:-all}
 # wire_tos_capture SRC SECONDS: on the target, the IPv4 TOS bytes of up to 300 RoCEv2 packets
 # (UDP port 4791) from SRC on eth0 within SECONDS: prints "COUNT TOS:N ...".
@@ -702,7 +702,7 @@ t_wire_ipv6() {
 	return $rc
 }
 
-# ---- The RDMA device removed while `nvme connect` runs (issue 28 finding 1)
+# ---- The RDMA device removed while `nvme connect` runs
 # Each moment of a connect is named by the host-side event that opens it and which occurrence of
 # it: an rdma_cm event of a host connection (rdma_cma:cm_event_handler, the ids whose destination is
 # the target's port) or a command the host sets up (nvme:nvme_setup_cmd; its qid= is 0 for every
@@ -748,7 +748,7 @@ wire_trace() {
 # route event since), BAD of them destroyed by another task than the one that delivered the
 # event. rdma_cm cancels a route query after a handler returned 0 for DEVICE_REMOVAL, reading
 # the id's device: an id destroyed meanwhile by another task (the setup the handler woke) has
-# released it (session 23's oops). An id the handler gave to rdma_cm is destroyed by the
+# released it (an oops in rdma_cm). An id the handler gave to rdma_cm is destroyed by the
 # removal's own task, after the cancel.
 wire_rm_route_query() {
 	awk '{ id = ""; for (i = 1; i <= NF; i++) if ($i ~ /^cm\.id=/) id = $i
@@ -815,7 +815,7 @@ t_wire_remove_in_connect() {
 		wait $rpid
 		read -r rq rq_other < <(wire_rm_route_query)
 		wire_trace off
-		[ "$rq_other" = 0 ] || { fail "$name: $rq_other of $rq ids removed during their route query were destroyed by another task than the removal's (a window for rdma_cm's cancel of the query, session 23)"; return 1; }
+		[ "$rq_other" = 0 ] || { fail "$name: $rq_other of $rq ids removed during their route query were destroyed by another task than the removal's (a window for rdma_cm's cancel of the query)"; return 1; }
 		[ -s $hit ] || { fail "$name: the moment never came (no event number $n matching '$re'); connect rc $rc: $out"
 			ctrl_of "$nqn" >/dev/null && nvme disconnect -n "$nqn" >/dev/null; return 1; }
 		read -r t0 <$hit; read -r drc td <$done

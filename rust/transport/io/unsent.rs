@@ -108,8 +108,8 @@ pub(super) fn post_batch(q: &Queue, ctrl: &Ctrl, b: &mut SendBatch<'_, RdmaMq>) 
 /// posts to the disconnected QP: the command waits for its timeout, and again for each retry.)
 ///
 /// A live controller with a lost queue needs error recovery: the target's disconnect or a timeout
-/// normally starts it, but a queue lost while the controller was connecting went live dead (issue
-/// 28, finding 2: its requests were requeued for ever). The first request that meets it starts it.
+/// normally starts it, but a queue lost while the controller was connecting went live dead (before
+/// this check, its requests were requeued for ever). The first request that meets it starts it.
 pub(super) fn fail_lost(mut rq: Owned<'_, RdmaMq>) -> BlkStatus {
     if rq.ctrl().nvme().state() == State::Live {
         error_recovery(rq.ctrl());

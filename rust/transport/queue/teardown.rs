@@ -26,7 +26,7 @@ impl Queue {
     /// the QP (and a drain flushes it), and every later `queue_rq` refuses. The teardown
     /// quiesces the admin and I/O queues, but not the fabrics queue (Property Get/Set,
     /// DH-HMAC-CHAP), which shares queue 0: without the wait, one of its commands could post on
-    /// the QP after its drain, or while it is destroyed (issue 28, finding 3; the C driver has
+    /// the QP after its drain, or while it is destroyed (the C driver has
     /// the race). Returns whether there is a connection, that is whether the wait is needed
     /// (without one, no `queue_rq` has a QP to post on).
     fn set_lost(&self, conn: &Option<CmId<ConnCm>>) -> bool {
