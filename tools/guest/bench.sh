@@ -243,14 +243,35 @@ print(json.dumps(rec))' "$f" "$r" "$w" <<<"$out" >>"$BENCH_OUT/results.jsonl" ||
 # round of 2 s points on rxe. The profiled runs last runtime seconds unless profile_runtime says
 # otherwise (a longer one gives the transport's small share of the samples a finer resolution).
 # bench_meta FILE KEY VALUE...: the run's metadata as one JSON object: the kernel, its flavour,
-# the vCPUs, fio's version, the drivers' order, the date, then KEY VALUE....
+# the vCPUs, fio's version, the drivers' order (of the rounds KEY VALUE... names, by
+# bench_order), the date, then KEY VALUE....
 bench_meta() {
-	local out=$1
+	local out=$1 a rounds=1
 	shift
+	for ((a = 1; a < $#; a += 2)); do [ "${!a}" != rounds ] || { a=$((a + 1)); rounds=${!a}; break; }; done
 	python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
 		kernel "$(uname -r)" flavour "${RNVME_FLAVOUR:-?}" vcpus "$(nproc)" fio "$(fio --version)" \
-		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" \
+		order "$(order_text bench_order "$rounds")" \
 		date "$(date -u +%FT%TZ)" "$@" >"$out"
+}
+
+# order_text FN ROUNDS: the order the drivers run in over ROUNDS rounds, FN ROUND giving a round's
+# ("c rnvme"): what the metadata says is what ran (one round is one order, not alternation).
+order_text() {
+	local fn=$1 n=$2 r o prev="" alt=1 o1 o2 n1=0 n2=0
+	nm() { sed 's/\brnvme\b/rnvme_rdma/g; s/\bc\b/C/g; s/ / then /' <<<"$1"; }
+	o1=$("$fn" 1) o2=$("$fn" 2)
+	for ((r = 1; r <= n; r++)); do
+		o=$("$fn" "$r")
+		[ "$o" != "$prev" ] || alt=0
+		prev=$o
+		if [ "$o" = "$o1" ]; then n1=$((n1 + 1)); elif [ "$o" = "$o2" ]; then n2=$((n2 + 1)); fi
+	done
+	if [ "$n" -le 1 ]; then echo "1 round: $(nm "$o1") (one order, not alternated)"
+	elif [ "$alt" = 1 ] && [ "$o1" != "$o2" ]; then
+		echo "alternating over $n rounds: $(nm "$o1") in the odd rounds ($n1), $(nm "$o2") in the even ones ($n2)"
+	elif [ "$o1" = "$o2" ] && [ "$n1" = "$n" ]; then echo "$n rounds: $(nm "$o1") in each (not alternated)"
+	else echo "$n rounds: $(nm "$o1") in $n1, $(nm "$o2") in $n2 (not alternating)"; fi
 }
 
 # bench_target FABRIC NQN: the fabric up, the target's port on it and a null_blk subsystem NQN.

@@ -251,6 +251,12 @@ scale_qcount() {
 	scale_fio_rec "$out" "$b0" "$b1" family qcount driver "$d" fabric "$f" round "$r" queues "$q"
 }
 
+# scale_order ROUND: the drivers in the round's order, C first in odd rounds (tools/guest/bench.sh's
+# order_text says it in the metadata).
+scale_order() {
+	if [ $(($1 % 2)) = 0 ]; then echo "rnvme c"; else echo "c rnvme"; fi
+}
+
 # scale_main [quick|full] [key=value...]
 scale_main() {
 	local mode=${1:-full} rounds=2 f=rxe queues="1 2 4 8 16" cycles=100 resets=20 gap=0.5 ctrls="1 2 4 8" rt=5 a r d q i
@@ -281,7 +287,7 @@ scale_main() {
 		queues "$queues" cycles "$cycles" resets "$resets" reset_gap_s "$gap" ctrls "$ctrls" depths "$depths" \
 		ioqueues "$ioqueues" runtime_s "$rt" soak_min "$soak" soak_reset_s "$soak_reset" \
 		vcpus "$(nproc)" fio "$(fio --version)" \
-		order "alternating: C then rnvme_rdma in odd rounds, rnvme_rdma then C in even ones" \
+		order "$(order_text scale_order "$rounds")" \
 		date "$(date -u +%FT%TZ)" >"$SCALE_OUT/meta.json"
 	nqn=nqn.2026-12.io.rnvme:scale-$f-1
 	fabric_up "$f" >/dev/null && target_port_up "$f" || return 1
@@ -298,8 +304,7 @@ scale_main() {
 		dd if=/dev/zero of="$dev" bs=1M count=256 oflag=direct status=none || { fail "cannot fill $dev"; return 1; }
 	fi
 	for ((r = 1; r <= rounds; r++)); do
-		local order="c rnvme"; [ $((r % 2)) = 0 ] && order="rnvme c"
-		for d in $order; do
+		for d in $(scale_order "$r"); do
 			info "round $r/$rounds: $d"
 			dp_load "$d" || return 1
 			for q in $queues; do scale_connect "$d" "$f" "$nqn" "$r" "$q" || return 1; done
@@ -324,5 +329,6 @@ scale_main() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	. "$RNVME_PROJECT/tools/guest/lib.sh"
 	. "$RNVME_PROJECT/tools/guest/datapath.sh"
+	. "$RNVME_PROJECT/tools/guest/bench.sh"   # (order_text)
 	scale_main "$@"
 fi
