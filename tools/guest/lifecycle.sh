@@ -85,6 +85,8 @@ t_lc_reset_under_io() {
 # reads back on the other, and I/O runs on every hardware queue.
 t_lc_queue_count() {
 	local f=$1 c n ns qm0 v cpu sub=$NVMET/subsystems/$LC_NQN
+	# The target ends the association to offer another queue count: error recovery reconnects.
+	expects_recovery
 	lc_setup "$f" || return 1
 	[ "$(nproc)" -ge 2 ] || { fail "needs 2 CPUs for 2 I/O queues"; return 1; }
 	read -r qm0 <"$sub/attr_qid_max" || { fail "nvmet has no attr_qid_max"; return 1; }
