@@ -17,8 +17,8 @@
 #include "fabrics.h"
 #include "helpers.h"
 
-/* modinfo's version: dkms.conf's PACKAGE_VERSION (make check compares them). */
-MODULE_VERSION("0.1.0");
+/* modinfo's version: dkms.conf's PACKAGE_VERSION, the release's one home, passed by Kbuild. */
+MODULE_VERSION(RNVME_VERSION);
 
 /* Values the Rust side hard-codes because bindgen cannot evaluate the macros. */
 static_assert((__force u8)BLK_STS_RESOURCE == 9);
