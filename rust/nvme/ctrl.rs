@@ -57,6 +57,10 @@ pub(crate) struct Controller<T: CtrlOps> {
     pub(super) admin_set: AtomicBool,
     /// The I/O tag set is allocated.
     pub(super) io_set: AtomicBool,
+    /// `blk_mq_update_nr_hw_queues` is (about to be) reallocating the I/O tag set's `tags` and
+    /// freeing some hardware queues' tags: the receive and abort paths look nothing up in it
+    /// meanwhile ([`Controller::update_io_nr_hw_queues`]).
+    pub(super) io_resizing: AtomicBool,
     /// Held while a tag set is allocated or removed, and while [`Controller::abort_requests`]
     /// walks one: that walk may come from any context (an rdma_cm event), not only the setup
     /// path that allocates and removes the sets.
@@ -263,6 +267,7 @@ impl<T: CtrlOps> Controller<T> {
                 tag_set: Opaque::zeroed(),
                 admin_set: AtomicBool::new(false),
                 io_set: AtomicBool::new(false),
+                io_resizing: AtomicBool::new(false),
                 sets <- kernel::new_mutex!(()),
                 // SAFETY: a zeroed work item is initialised by `rnvme_init_*work` below.
                 err_work <- Opaque::ffi_init(|p: *mut raw::work_struct| unsafe {

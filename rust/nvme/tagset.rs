@@ -11,7 +11,7 @@ use super::{
     mq::{MqOps, MqVtable, Pdu, Request},
 };
 use crate::bindings::raw;
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use kernel::{error::to_result, prelude::*};
 
 impl<T: CtrlOps> Controller<T> {
@@ -90,14 +90,28 @@ impl<T: CtrlOps> Controller<T> {
 
     /// Resizes the I/O tag set to `nr` hardware queues (`blk_mq_update_nr_hw_queues`): a
     /// reconnect may get a different queue count. The I/O queues must be frozen.
+    ///
+    /// The update reallocates the set's `tags` array and frees the tags of hardware queues that
+    /// go, while the I/O queues are connected: blk-mq serialises it against its own users, not
+    /// against a response arriving on a queue (nothing is in flight on a frozen queue, but a
+    /// target may send one anyway). So the lookups of the receive path ([`Controller::find_rq`])
+    /// and of the queues' own aborts ([`Controller::abort_queue_requests`]), each inside an RCU
+    /// read-side section, find nothing while `io_resizing` is set; the grace period between
+    /// setting it and the update lets every lookup that began before end. (C's
+    /// `nvme_find_rq` reads the array unguarded.)
     pub(crate) fn update_io_nr_hw_queues(&self, nr: u32) {
         if !self.io_set.load(Relaxed) {
             return;
         }
         let nr = i32::try_from(nr).unwrap_or(i32::MAX);
+        self.io_resizing.store(true, Relaxed);
+        crate::bindings::compat::synchronize_rcu();
         // SAFETY: the set is allocated (the flag, cleared only by `remove_io_tag_set` on the same
-        // setup path); blk-mq serialises the update against the set's queues.
+        // setup path); blk-mq serialises the update against the set's queues, and no lookup of
+        // the receive or abort paths reads the set until `io_resizing` is cleared (above).
         unsafe { raw::blk_mq_update_nr_hw_queues(self.tag_set.get(), nr) };
+        // Release: a lookup that sees the flag clear sees the updated set.
+        self.io_resizing.store(false, Release);
     }
 
     /// Frees the I/O tag set, if it exists.
@@ -140,14 +154,22 @@ impl<T: CtrlOps> Controller<T> {
     /// dispatches a request only through the tag set that holds it. The walk takes a reference on
     /// each request it visits, so it never acts on a request that ended meanwhile.
     pub(crate) fn abort_queue_requests(&self, qid: u16) {
+        // (A rare path: its own read-side section, whatever the caller holds.)
+        let _rcu = kernel::sync::rcu::read_lock();
         let (set, hctx_idx) = if qid == 0 {
             (self.admin_tag_set.get(), -1)
         } else {
+            // A resize frees tags the walk would read; nothing is in flight on a frozen queue.
+            if self.io_resizing.load(Acquire) {
+                return;
+            }
             (self.tag_set.get(), i32::from(qid) - 1)
         };
         // SAFETY: from queue `qid`'s receive or submission path, the set is allocated (`find_rq`;
-        // a dispatch is through its set); the walk takes only the tags' spinlock and schedules
-        // timeout work, both allowed in softirq and under `rcu_read_lock`.
+        // a dispatch is through its set) and, for the I/O set, not being resized (the flag, read
+        // in the read-side section `update_io_nr_hw_queues` waits for); the walk takes only the
+        // tags' spinlock and schedules timeout work, both allowed in softirq and under
+        // `rcu_read_lock`.
         unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 
@@ -160,19 +182,31 @@ impl<T: CtrlOps> Controller<T> {
     /// Called for the responses a queue receives. The transport allocates each tag set before any
     /// queue that completes into it can receive (the admin tag set before queue 0 connects, the
     /// I/O tag set before the I/O queues), and removes it only after those queues are drained.
+    ///
+    /// `_rcu`: the lookup is inside an RCU read-side section, so a resize of the I/O tag set
+    /// either waits for it or is seen by it ([`Controller::update_io_nr_hw_queues`]). The request
+    /// it returns is in flight, so no resize can begin before it ends (its queue is frozen
+    /// first).
     pub(crate) fn find_rq<M: MqOps<CtrlData = T>>(
         &self,
         qid: u16,
         command_id: u16,
+        _rcu: crate::rdma::RcuReader<'_>,
     ) -> Option<&Request<M>> {
         let (set, idx) = if qid == 0 {
             (self.admin_tag_set.get(), 0)
         } else {
+            // Acquire: seen clear after a resize, the resized set is seen too (a plain load on
+            // x86); seen clear before one, the grace period waits for this section.
+            if self.io_resizing.load(Acquire) {
+                return None;
+            }
             (self.tag_set.get(), u32::from(qid) - 1)
         };
         // SAFETY: the set is zeroed until allocated, and its `tags` is null again once freed (so
         // no hardware queue is found then); while allocated, a queue receives only after the
-        // allocation (the transport's order, above), and `nr_hw_queues` bounds `idx`.
+        // allocation (the transport's order, above), `nr_hw_queues` bounds `idx`, and the I/O
+        // set is not being resized (the flag, read in the read-side section `_rcu`).
         let rq = unsafe {
             if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
                 return None;

@@ -547,7 +547,7 @@ pub(super) fn process_rsp(
     rcu: RecvRcu<'_>,
 ) {
     let (cid, status, result) = (cqe.command_id, cqe.status, cqe.result);
-    let Some(rq) = ctrl.find_rq::<RdmaMq>(qid, cid) else {
+    let Some(rq) = rcu.with(|r| ctrl.find_rq::<RdmaMq>(qid, cid, r)) else {
         let qpn = rcu.with(|r| {
             ctrl.queue(qid)
                 .and_then(|q| q.qp.get(r))
