@@ -165,11 +165,11 @@ impl<T: CtrlOps> Controller<T> {
             }
             (self.tag_set.get(), i32::from(qid) - 1)
         };
-        // SAFETY: from queue `qid`'s receive or submission path, the set is allocated (`find_rq`;
-        // a dispatch is through its set) and, for the I/O set, not being resized (the flag, read
-        // in the read-side section `update_io_nr_hw_queues` waits for); the walk takes only the
-        // tags' spinlock and schedules timeout work, both allowed in softirq and under
-        // `rcu_read_lock`.
+        // From queue `qid`'s receive or submission path the set is allocated (`find_rq`; a
+        // dispatch is through its set); the walk takes only the tags' spinlock and schedules
+        // timeout work, both allowed in softirq and under `rcu_read_lock`.
+        // SAFETY: the set is allocated (above) and, for the I/O set, not being resized (the
+        // flag, read in the read-side section `update_io_nr_hw_queues` waits for).
         unsafe { raw::rnvme_tagset_abort(set, hctx_idx) };
     }
 
@@ -203,10 +203,10 @@ impl<T: CtrlOps> Controller<T> {
             }
             (self.tag_set.get(), u32::from(qid) - 1)
         };
-        // SAFETY: the set is zeroed until allocated, and its `tags` is null again once freed (so
-        // no hardware queue is found then); while allocated, a queue receives only after the
-        // allocation (the transport's order, above), `nr_hw_queues` bounds `idx`, and the I/O
-        // set is not being resized (the flag, read in the read-side section `_rcu`).
+        // The set is zeroed until allocated, and its `tags` is null again once freed (so no
+        // hardware queue is found then); a queue receives only after the allocation (above).
+        // SAFETY: as just said; `nr_hw_queues` bounds `idx`, and the I/O set is not being
+        // resized (the flag, read in the read-side section `_rcu`).
         let rq = unsafe {
             if idx >= (*set).nr_hw_queues || (*set).tags.is_null() {
                 return None;

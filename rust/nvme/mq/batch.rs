@@ -59,11 +59,10 @@ impl<'a, M: MqOps> RqList<'a, M> {
             (*rq).__bindgen_anon_1.rq_next = core::ptr::null_mut();
             rq
         };
-        // SAFETY: a request of our tag set (type invariant): its hardware context's
-        // `driver_data` is a queue set by `init_hctx_cb`, which outlives the request; the request
-        // stays valid for `'a` (tag set memory). blk-mq handed it to `queue_rqs` to submit, and
-        // the list yields each request once during `'a` (what `leave` takes goes to another
-        // list, never popped), so this is its only token.
+        // blk-mq handed the request to `queue_rqs` to submit, and the list yields each request
+        // once during `'a` (what `leave` takes goes to another list, never popped).
+        // SAFETY: a request of our tag set (type invariant), valid for `'a`; its hardware
+        // context's `driver_data` is a queue set by `init_hctx_cb`; this is its only token.
         unsafe {
             Some((
                 &*(*(*rq).mq_hctx).driver_data.cast::<M::Queue>(),
