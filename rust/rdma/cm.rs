@@ -147,10 +147,29 @@ impl<H: CmHandler> CmIdLocked<H> {
         }
     }
 
-    /// Starts route resolution; `RouteResolved` or `RouteError` follows.
+    /// Starts route resolution; `RouteResolved` or `RouteError` follows. Only for a parked id
+    /// (`ECANCELED` once its owner has stopped waiting): while the query is outstanding the owner
+    /// cannot unpark ([`CmId::resolve_addr_parked`]), so a `DEVICE_REMOVAL` delivered in
+    /// `RDMA_CM_ROUTE_QUERY` always finds the id parked and can give it to rdma_cm
+    /// ([`CmIdLocked::surrender`]).
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
+        let owner = &self.ctx().owner;
+        // Against the owner's unpark (`PARKED` to `ACTIVE`): whichever comes first. Back to
+        // `PARKED` by the handler that delivers the query's outcome (`handler_cb`).
+        if owner
+            .compare_exchange(PARKED, PARKED_ROUTE, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return Err(ECANCELED);
+        }
         // SAFETY: the id is live (type invariant).
-        to_result(unsafe { raw::rdma_resolve_route(self.raw(), timeout_ms as usize) })
+        let r = to_result(unsafe { raw::rdma_resolve_route(self.raw(), timeout_ms as usize) });
+        if r.is_err() {
+            // No query: no outcome will come. (Only a handler, and we hold the mutex, changes
+            // `PARKED_ROUTE`.)
+            owner.store(PARKED, Ordering::Release);
+        }
+        r
     }
 
     /// Sets the type of service of the connection.
@@ -242,7 +261,9 @@ impl<H: CmHandler> CmIdLocked<H> {
     pub(crate) fn surrender(&self) -> bool {
         self.ctx()
             .owner
-            .compare_exchange(PARKED, GONE, Ordering::AcqRel, Ordering::Acquire)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| {
+                matches!(o, PARKED | PARKED_ROUTE).then_some(GONE)
+            })
             .is_ok()
     }
 
@@ -283,6 +304,9 @@ pub(crate) struct CmId<H: CmHandler> {
     _h: PhantomData<Arc<Ctx<H>>>,
 }
 
+/// How often an owner that stopped waiting looks again for its id's route query to end
+/// ([`CmId::resolve_addr_parked`]).
+const ROUTE_POLL_MS: u32 = 10;
 /// `Ctx::owner`: the owner may use the id.
 const ACTIVE: u8 = 0;
 /// `Ctx::owner`: the owner does not touch the id until it unparks
@@ -290,12 +314,15 @@ const ACTIVE: u8 = 0;
 const PARKED: u8 = 1;
 /// `Ctx::owner`: a handler gave the id to rdma_cm, which destroyed it ([`CmIdLocked::surrender`]).
 const GONE: u8 = 2;
+/// `Ctx::owner`: parked, with a route query outstanding ([`CmIdLocked::resolve_route`]; the id is
+/// in `RDMA_CM_ROUTE_QUERY`): the owner does not unpark until its outcome is delivered.
+const PARKED_ROUTE: u8 = 3;
 
 /// The context of an id: its handler, and whether the owner started destroying the id (events
 /// that arrive after that are not delivered, so a handler cannot create a QP the owner missed).
 struct Ctx<H: CmHandler> {
     closing: core::sync::atomic::AtomicBool,
-    /// `ACTIVE`, `PARKED` or `GONE`.
+    /// `ACTIVE`, `PARKED`, `PARKED_ROUTE` or `GONE`.
     owner: AtomicU8,
     /// The id's QP (null before [`CmIdLocked::create_qp`]), kept here for an id rdma_cm
     /// destroyed: the QP outlives it.
@@ -378,6 +405,15 @@ impl<H: CmHandler> CmId<H> {
         let locked = unsafe { &*id.cast::<CmIdLocked<H>>() };
         // SAFETY: `ev` is valid for the duration of the handler.
         let ev = unsafe { Self::decode(id, ev) };
+        if matches!(ev, CmEvent::RouteResolved | CmEvent::RouteError(_)) {
+            // The id has left `RDMA_CM_ROUTE_QUERY`: the owner may unpark again.
+            let _ = ctx.owner.compare_exchange(
+                PARKED_ROUTE,
+                PARKED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
         H::event(&ctx.h, locked, &ev);
         if ctx.owner.load(Ordering::Acquire) == GONE {
             // The handler surrendered the id (`CmIdLocked::surrender`): rdma_cm destroys it.
@@ -525,11 +561,41 @@ impl<H: CmHandler> CmId<H> {
         };
         r?;
         let out = wait();
-        // Back, unless a handler surrendered the id meanwhile (then it stays `GONE`). After
-        // this no handler can: they surrender only a parked id.
-        let _ = ctx
-            .owner
-            .compare_exchange(PARKED, ACTIVE, Ordering::AcqRel, Ordering::Acquire);
+        // Back, unless a handler surrendered the id meanwhile (then it stays `GONE`, and the id
+        // may already be destroyed: nothing here touches it). After this no handler can: they
+        // surrender only a parked id. Never while a route query is outstanding
+        // (`PARKED_ROUTE`): rdma_cm (7.3.4's `cma_send_device_removal_put`) cancels the
+        // operation of an id whose handler returned 0 for `DEVICE_REMOVAL` after releasing the
+        // handler mutex, with the state from before; for a route query that reads the id's
+        // device, which an owner destroying the id meanwhile has cleared. So an owner that
+        // stopped waiting (a signal, its bound) while the query runs waits for its outcome
+        // first: `rdma_resolve_route` delivers one within `timeout_ms` (on RoCE and iWARP at
+        // once, from a work item). A removal arriving meanwhile finds the id parked and gives it
+        // to rdma_cm, which then cancels and destroys it in one thread. Design:
+        // Documentation/design.rst, "RDMA device removal".
+        let mut waited_ms = 0u32;
+        loop {
+            match ctx
+                .owner
+                .compare_exchange(PARKED, ACTIVE, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) | Err(GONE) => break,
+                Err(_) if waited_ms > 2 * timeout_ms => {
+                    // Overdue past the query's own bound: not waiting forever for it.
+                    pr_warn!("a route query gave no outcome in {} ms\n", waited_ms);
+                    if ctx
+                        .owner
+                        .compare_exchange(PARKED_ROUTE, ACTIVE, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        break;
+                    }
+                }
+                Err(_) => {}
+            }
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ROUTE_POLL_MS.into()));
+            waited_ms += ROUTE_POLL_MS;
+        }
         Ok(out)
     }
 

@@ -185,21 +185,37 @@ t_bt_inval_teardown() {
 bt_fired() {
 	grep -q 'misbehave' "$BT_LOG" || { fail "$1: badtarget never misbehaved (its log: $(tail -n 3 "$BT_LOG" | tr '\n' ' '))"; return 1; }
 }
+# bt_admin_connects: how many admin queues the host connected to badtarget (its log's Fabrics
+# Connects of qid 0): 1 for the first connection, one more per reconnect.
+bt_admin_connects() { grep -c 'fabrics connect qid 0 ' "$BT_LOG"; }
+# bt_window MODE T LO-HI: T seconds lie in [LO, HI).
+bt_window() {
+	local lo=${3%-*} hi=${3#*-}
+	(($(bc <<<"$2 >= $lo && $2 < $hi"))) || { fail "$1: took $2 s, not within [$lo, $hi) s"; return 1; }
+}
 # t_bt_behaviour FABRIC MODE ON NTH [EXPECT]: the target misbehaves once (MODE on the NTH command
-# of class ON; for io, the NTH read or write of block 2048). `nvme connect` must end (a controller,
-# or an error) and a 4 KiB direct read of block 2048 must end (data or error) within 90 s; the
-# controller must be live again (recovered) or gone within 60 s more, and, if live, 64 KiB must read
-# back identical (no other request's data was corrupted). EXPECT is rnvme_rdma's row of the table
-# in testing.rst, asserted (words joined by "+"): "connfail" (nvme connect fails), "live" (the
-# controller is live at the end), "readok"/"readerr" (the read returns data/an error), "fast" (the
-# misbehaviour ends the connect or the read within 30 s: the shortest timeout a step could wait
-# for is the I/O timeout, 30 s; the admin timeout is 60 s). Prints one "bt-result" line.
+# of class ON; for io, the NTH read of block 2048). `nvme connect` must end (a controller, or an
+# error); 4 KiB of random data are written at block 2048 (for io, the target counts that write as
+# the block's first command, so it misbehaves on the read after it), and a 4 KiB direct read of
+# block 2048 must end (data or error) within 90 s; the controller must be live again (recovered)
+# or gone within 60 s more, and, if live, 64 KiB must read back identical (no other request's
+# data was corrupted). EXPECT is rnvme_rdma's row of the table in testing.rst, asserted (words
+# joined by "+"): "connfail" (nvme connect fails), "live" (the controller is live at the end),
+# "readok" (the read returns the data written there first, not zeros or another block's)
+# / "readerr" (it fails), "fast" (the misbehaviour ends the connect or the read within 30 s: the
+# shortest timeout a step could wait for is the I/O timeout, 30 s; the admin timeout is 60 s),
+# "reconn" (the host reconnected: a second admin Fabrics Connect in badtarget's log) / "once"
+# (it did not: one), "window=LO-HI" (the connect, or the read, took from LO up to HI seconds).
+# Prints one "bt-result" line.
 t_bt_behaviour() {
 	local f=$1 mode=$2 on=$3 nth=$4 expect=${5:-} c dev t0 t1 rc state tc auth=()
 	# (the DH-HMAC-CHAP modes: the host has a secret, so it starts the exchange the target asks for)
 	[[ $mode != auth-* ]] || auth=(--dhchap-secret="$(auth_key)")
 	# (the partition scan reads at connect: an io misbehaviour counts only reads of block 2048)
-	bt_start "$f" --mode "$mode" --on "$on" --nth "$nth" --delay 40 --lba 2048 ${BT_VERBOSE:+--verbose} || return 1
+	local bt_nth=$nth win="" data=-
+	[ "$on" != io ] || bt_nth=$((nth + 1))
+	[[ $expect != *window=* ]] || { win=${expect#*window=}; win=${win%%+*}; }
+	bt_start "$f" --mode "$mode" --on "$on" --nth "$bt_nth" --delay 40 --lba 2048 ${BT_VERBOSE:+--verbose} || return 1
 	dmesg_mark
 	t0=$EPOCHREALTIME
 	# (in the background: a connect that never ends is the C driver's answer to a silent target;
@@ -224,15 +240,20 @@ t_bt_behaviour() {
 		bt_fired "$mode" || return 1
 		[[ -z $expect || $expect == *connfail* ]] || { fail "$mode: expected $expect; the connect failed"; return 1; }
 		[[ $expect != *fast* ]] || (($(bc <<<"$tc < 30"))) || { fail "$mode: the connect took $tc s (not under 30 s: it waited for a timeout)"; return 1; }
+		[ -z "$win" ] || bt_window "$mode: the connect" "$tc" "$win" || return 1
 		return 0
 	fi
 	c=$(cat /tmp/bt.ctrl)
 	wait_for 30 ns_of $BT_NQN || { fail "no namespace"; bt_disconnect; bt_stop; return 1; }
 	dev=$(ns_of $BT_NQN)
+	head -c 4096 /dev/urandom >/tmp/bt.written
+	timeout 60 dd if=/tmp/bt.written of="$dev" bs=4k count=1 seek=256 oflag=direct status=none ||
+		{ fail "$mode: the write of block 2048 before the read failed"; bt_disconnect; bt_stop; return 1; }
+	rm -f /tmp/bt.read
 	t0=$EPOCHREALTIME
 	# (not under timeout(1): a read that does not end is in D state, unkillable, until the
 	# controller goes; the test ends it by deleting the controller)
-	dd if="$dev" of=/dev/null bs=4k count=1 skip=256 iflag=direct status=none & local dd_pid=$!
+	dd if="$dev" of=/tmp/bt.read bs=4k count=1 skip=256 iflag=direct status=none & local dd_pid=$!
 	if ! wait_for 90 sh -c "! kill -0 $dd_pid 2>/dev/null"; then
 		fail "$mode: the read did not end within 90 s"
 		dmesg_since_mark | tail -n 20; echo "badtarget log:"; tail -n 30 "$BT_LOG"
@@ -240,13 +261,17 @@ t_bt_behaviour() {
 	fi
 	wait "$dd_pid"; rc=$?
 	t1=$EPOCHREALTIME
+	if [ "$rc" = 0 ]; then
+		if cmp -s /tmp/bt.written /tmp/bt.read; then data=same; else data=differs; fi
+	fi
 	wait_for 60 sh -c "[ ! -e $c/state ] || grep -qx live $c/state"
 	state=$(cat "$c/state" 2>/dev/null || echo gone)
 	if [ "$state" = live ]; then
 		bt_verify "$dev" 64 || { fail "$mode: after recovery 64 KiB did not read back identical"; bt_disconnect; bt_stop; return 1; }
 	fi
 	tc=$(printf '%.2f' "$(bc <<<"$t1 - $t0")")
-	echo "bt-result $HOST_DRIVER $mode $on#$nth read-rc=$rc $tc s ctrl=$state"
+	local admins; admins=$(bt_admin_connects)
+	echo "bt-result $HOST_DRIVER $mode $on#$nth read-rc=$rc data=$data $tc s ctrl=$state admin-connects=$admins"
 	dmesg_since_mark | grep -E 'nvme|rnvme' | grep -v 'rnvme-mark' | head -n 6 | sed 's/^/#   log: /'
 	bt_disconnect || { bt_stop; return 1; }
 	bt_stop
@@ -255,8 +280,12 @@ t_bt_behaviour() {
 	[[ $expect != *connfail* ]] || { fail "$mode: expected the connect to fail; it connected"; return 1; }
 	[[ $expect != *live* ]] || [ "$state" = live ] || { fail "$mode: expected the controller to recover; it is $state"; return 1; }
 	[[ $expect != *readok* ]] || [ "$rc" = 0 ] || { fail "$mode: expected the read to return data; it failed"; return 1; }
+	[[ $expect != *readok* ]] || [ "$data" = same ] || { fail "$mode: the read returned data other than what was written at block 2048"; return 1; }
 	[[ $expect != *readerr* ]] || [ "$rc" != 0 ] || { fail "$mode: expected the read to fail; it returned data"; return 1; }
 	[[ $expect != *fast* ]] || (($(bc <<<"$tc < 30"))) || { fail "$mode: the read took $tc s (not under 30 s: it waited for a timeout)"; return 1; }
+	[[ $expect != *reconn* ]] || [ "$admins" -ge 2 ] || { fail "$mode: expected the host to reconnect; badtarget saw $admins admin connect(s)"; return 1; }
+	[[ $expect != *once* ]] || [ "$admins" = 1 ] || { fail "$mode: expected no reconnect; badtarget saw $admins admin connects"; return 1; }
+	[ -z "$win" ] || bt_window "$mode: the read" "$tc" "$win"
 }
 
 # bt_held_round FABRIC N: one controller (one I/O queue) on badtarget holding the answers to the
@@ -327,19 +356,26 @@ t_bt_timeout_pass() {
 # The behaviours (MODE ON NTH [EXPECT]): every mode of badtarget.py.
 BT_BEHAVIOURS=(
 	# a response that is wrong: recovery, the read retried on the new connection
-	"unknown-cid io 1 live+readok+fast" "stale-cid io 1 live+readok+fast" "never-sent io 1 live+readok+fast"
-	"bad-inval io 1 live+readok+fast" "inval-no-mr io 1 live+readok+fast" "short io 1 live+readok+fast"
-	"long io 1 live+readok+fast"
-	# a response twice, early, with an error status (DNR: not retried), after the I/O timeout
-	"dup io 1 live+readok+fast" "early io 1 live+readok+fast" "dnr io 1 live+readerr+fast"
-	"path io 1 live+readok+fast" "slow io 1 live+readok"
+	"unknown-cid io 1 live+readok+fast+reconn" "stale-cid io 1 live+readok+fast+reconn"
+	"never-sent io 1 live+readok+fast+reconn" "bad-inval io 1 live+readok+fast+reconn"
+	"inval-no-mr io 1 live+readok+fast+reconn" "short io 1 live+readok+fast+reconn"
+	"long io 1 live+readok+fast+reconn"
+	# a response twice (the read ends, then recovery), early (the response before the data: what
+	# the read returns is the target's fault, not asserted), with an error status (DNR: not
+	# retried; a path error: retried; neither is a broken connection), after the I/O timeout (the
+	# answer comes at 40 s: the timeout at 30 s ends the read through recovery, before it)
+	"dup io 1 live+readok+fast+reconn" "early io 1 live+fast" "dnr io 1 live+readerr+fast+once"
+	"path io 1 live+readok+fast+once" "slow io 1 live+readok+reconn+window=30-40"
 	# the connection: dropped instead of an answer, in an I/O queue's Fabrics Connect, at the CM
-	"drop io 1 live+readok+fast" "drop connect 2 connfail+fast" "cm-reject-bad any 2 connfail+fast"
-	"cm-qsize any 2 live+readok+fast"
+	"drop io 1 live+readok+fast+reconn" "drop connect 2 connfail+fast" "cm-reject-bad any 2 connfail+fast"
+	"cm-qsize any 2 live+readok+fast+once"
 	# (noc: the C control is not run by default: it oopses the kernel or hangs, see testing.rst)
-	"cm-silent any 2 connfail+noc"
+	# A silent CM ends the connect by the 30 s bound on a queue's connection (from its
+	# rdma_resolve_addr), not earlier, and not later than the bound plus rdma_cm's own address
+	# and route timeouts (3 s each).
+	"cm-silent any 2 connfail+noc+window=30-36"
 	# a response for a request that is not in flight (the host cancelled it)
-	"late io 1 live+readok+fast+noc" "late-inval io 1 live+readok+fast"
+	"late io 1 live+readok+fast+noc+reconn" "late-inval io 1 live+readok+fast+reconn"
 	# a broken connection during the setup ends it at once (not at the admin timeout)
 	"unknown-cid admin 1 connfail+fast" "dup admin 1 connfail+fast" "bad-inval admin 1 connfail+fast"
 	# the connection dropped in DH-HMAC-CHAP (admin queue, I/O queue; at the first or second

@@ -12,7 +12,8 @@
  *   insmod rnvme_selftest.ko action=spin             this CPU spins with preemption disabled
  *                                                    for `seconds` (a soft lockup, or an RCU
  *                                                    stall, once their thresholds are lower)
- * Each condition ends after `seconds`, so the guest lives on to report it.
+ * Each condition ends after `seconds`, so the guest lives on to report it, and `rmmod` between
+ * two actions lets one boot provoke several in turn.
  */
 #include <linux/debug_locks.h>
 #include <linux/delay.h>
@@ -80,7 +81,8 @@ static noinline void selftest_spin(void)
 	 * watchdog's thread cannot run here, and the grace period cannot end. A grace period is
 	 * asked for (not lazily) once the spin has begun, so it starts, with the stall timeout set
 	 * now, and waits for this CPU: an idle guest might not start one within the spin otherwise.
-	 * (The head is static and the module never unloads, so the callback always finds it.)
+	 * (The head is static; the module's exit waits for the callback, so it can be unloaded and
+	 * loaded again for the next action of the same boot.)
 	 */
 	preempt_disable();
 	call_rcu_hurry(&selftest_rcu, selftest_rcu_done);
@@ -109,6 +111,7 @@ static int __init rnvme_selftest_init(void)
 
 static void __exit rnvme_selftest_exit(void)
 {
+	rcu_barrier();
 }
 
 module_init(rnvme_selftest_init);
