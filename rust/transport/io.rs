@@ -138,16 +138,15 @@ impl MqOps for RdmaMq {
         // request ends (`unmap_request`) or, on an error below, at once. It is mapped and stored
         // before the SEND is posted: the request can complete as soon as it is.
         let r = rq.rq();
-        let prepared = rq.prepare(|rq, sges| {
-            r.data()
-                .io
-                .try_with(|io| prepare(q, qp, rq, io, sges))
-                .unwrap_or(Err(NotPrepared::Busy))
-        });
+        let prepared = rq.prepare_in(
+            &r.data().io,
+            |rq, io, sges| prepare(q, qp, rq, io, sges),
+            || NotPrepared::Busy,
+        );
         let (rq, err) = match prepared {
             Ok((p, reg)) => {
-                let ctrl = r.ctrl();
-                // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.)
+                // (A match, not `inspect_err`: that generic is not inlined, a call on every I/O.
+                // The controller is read only on the paths that use it.)
                 match p.post_send(qp, reg) {
                     Ok(()) => {
                         // The queue was lost while this request was being prepared: the abort
@@ -157,13 +156,13 @@ impl MqOps for RdmaMq {
                         // have ended, and its token is gone (design.rst, "A lost connection
                         // while connecting").
                         if q.lost.load(Acquire) {
-                            ctrl.abort_queue_requests(q.qid);
+                            r.ctrl().abort_queue_requests(q.qid);
                         }
                         return BlkStatus::OK;
                     }
                     Err((rq, e)) => {
                         dev_err!(
-                            ctrl,
+                            r.ctrl(),
                             "nvme_rdma_post_send failed with error code {}\n",
                             e.to_errno()
                         );
@@ -219,12 +218,11 @@ impl MqOps for RdmaMq {
                 }
             }
             let (_, _, b) = batch.get_or_insert_with(|| (q, rq.ctrl(), SendBatch::new(qp)));
-            let prepared = owned.prepare(|o, sges| {
-                rq.data()
-                    .io
-                    .try_with(|io| prepare(q, qp, o, io, sges))
-                    .unwrap_or(Err(NotPrepared::Busy))
-            });
+            let prepared = owned.prepare_in(
+                &rq.data().io,
+                |o, io, sges| prepare(q, qp, o, io, sges),
+                || NotPrepared::Busy,
+            );
             match prepared {
                 Ok((p, reg)) => {
                     if let Err((p, e)) = b.push(p, reg) {

@@ -42,7 +42,9 @@ for cond in "$@"; do
 	exit3) exit 3;;
 	WARNING|BUG) run_test "selftest-$cond" provoke "$cond";;
 	KASAN) run_test "selftest-$cond" provoke READ_AFTER_FREE;;
-	lockdep|leak) need_mod; run_test "selftest-$cond" selftest_mod "$cond";;
+	lockdep) need_mod; run_test "selftest-$cond" selftest_mod "$cond";;
+	# (the module stays loaded: kmemleak names the leaking function from its symbols)
+	leak) need_mod; run_test "selftest-$cond" insmod "$mod" action=leak;;
 	debug_locks) need_mod; run_test "selftest-$cond" selftest_mod debug_locks_off;;
 	hung_task|softlockup|rcu_stall)
 		need_mod

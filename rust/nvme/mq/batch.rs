@@ -129,15 +129,18 @@ impl<'a, M: MqOps> SendBatch<'a, M> {
         rq: Prepared<'a, M>,
         reg: Option<RegWr>,
     ) -> core::result::Result<(), (Prepared<'a, M>, Error)> {
-        if self.len == CHAIN_MAX {
+        // (`len` read once: the writes below could otherwise make the compiler read and check
+        // it again for each.)
+        let i = self.len;
+        if i >= CHAIN_MAX {
             return Err((rq, EBUSY));
         }
         // INVARIANT (of the tokens): the batch keeps the request of the token it takes, and gives
         // it back as an `Owned` only if it is not posted (`post`).
         let r = rq.rq();
-        self.rqs[self.len].write(r);
-        self.items[self.len].write((r.wrs(), reg));
-        self.len += 1;
+        self.rqs[i].write(r);
+        self.items[i].write((r.wrs(), reg));
+        self.len = i + 1;
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 
 use super::{BlkStatus, MqOps, Request};
 use crate::bindings::raw;
+use crate::bindings::sync::TryCell;
 use crate::rdma::qp::{Qp, RegWr, SgeList, SEND_SGES};
 use kernel::prelude::*;
 
@@ -18,7 +19,7 @@ use kernel::prelude::*;
 ///   (`queue_rq_cb`, [`super::batch::RqList::pop`]), and blk-mq hands a request to one
 ///   submitter at a time;
 /// - edits take `&mut self`, so none nests in another;
-/// - a post takes a [`Prepared`], which only [`Owned::prepare`] makes, after it emptied the list
+/// - a post takes a [`Prepared`], which only [`Owned::prepare_in`] makes, after it emptied the list
 ///   and the caller filled it in this use;
 /// - whatever hands the request on (a post, an end, a requeue, a status for blk-mq) takes the
 ///   token by value.
@@ -55,23 +56,34 @@ impl<'a, M: MqOps> Owned<'a, M> {
         self.0
     }
 
-    /// Empties the SEND's scatter/gather list and has `f` prepare the request: build its command,
-    /// map its data and fill the list. Its `Ok` makes the [`Prepared`] a post needs; its error
-    /// gives the token back, with the list in no state a post could use.
+    /// Takes `cell` (the request's per-use state, [`TryCell::try_with`]), empties the SEND's
+    /// scatter/gather list and has `f` prepare the request: build its command, map its data and
+    /// fill the list. Its `Ok` makes the [`Prepared`] a post needs; its error, or `busy()` when
+    /// the cell is held elsewhere, gives the token back, with the list in no state a post could
+    /// use. (The list is emptied once the cell is taken: nothing is carried across the cell's
+    /// atomic, so the compiler knows the list empty where `f` starts filling it.)
     #[inline(always)]
-    pub(crate) fn prepare<R, E>(
+    pub(crate) fn prepare_in<T, R, E>(
         mut self,
-        f: impl FnOnce(&mut Self, &mut SgeList<SEND_SGES>) -> core::result::Result<R, E>,
+        cell: &TryCell<T>,
+        f: impl FnOnce(&mut Self, &mut T, &mut SgeList<SEND_SGES>) -> core::result::Result<R, E>,
+        busy: impl FnOnce() -> E,
     ) -> core::result::Result<(Prepared<'a, M>, R), (Self, E)> {
+        let pdu = self.0.pdu();
         // `f` may use the token, which has no way to the list, and cannot call this again (this
         // takes the token by value).
-        // SAFETY: `init_request_cb` initialised the work requests; the token is the request's
-        // only one (type invariant) and only this makes a reference to the list.
-        let sges = unsafe { (*self.0.pdu()).wrs.sges() };
-        match f(&mut self, sges) {
+        let r = cell.try_with(|v| {
+            // SAFETY: `init_request_cb` initialised the work requests; the token is the
+            // request's only one (type invariant) and only this makes a reference to the list.
+            let sges = unsafe { (*pdu).wrs.sges() };
+            f(&mut self, v, sges)
+        });
+        // (A match, not `unwrap_or`: an eagerly built default goes through the stack.)
+        match r {
             // INVARIANT: the token moves into the `Prepared`; the list was filled in this use.
-            Ok(r) => Ok((Prepared(self.0), r)),
-            Err(e) => Err((self, e)),
+            Some(Ok(r)) => Ok((Prepared(self.0), r)),
+            Some(Err(e)) => Err((self, e)),
+            None => Err((self, busy())),
         }
     }
 
@@ -154,7 +166,7 @@ impl<'a, M: MqOps> Owned<'a, M> {
 }
 
 /// An [`Owned`] request whose SEND's scatter/gather list was emptied and filled in this use
-/// ([`Owned::prepare`]): what [`Prepared::post_send`] and [`super::batch::SendBatch::push`] take.
+/// ([`Owned::prepare_in`]): what [`Prepared::post_send`] and [`super::batch::SendBatch::push`] take.
 ///
 /// # Invariants
 ///
@@ -175,7 +187,7 @@ impl<'a, M: MqOps> Prepared<'a, M> {
     }
 
     /// Posts the request's registration `reg`, if any, and its SEND of the list filled in
-    /// [`Owned::prepare`] on `qp`, from the work requests kept in its PDU ([`SendWrs::post`]).
+    /// [`Owned::prepare_in`] on `qp`, from the work requests kept in its PDU ([`SendWrs::post`]).
     /// Posted, the request may complete at once: the token ends. Not posted, it comes back.
     #[inline(always)]
     pub(crate) fn post_send(
