@@ -148,8 +148,8 @@ impl<H: CmHandler> CmIdLocked<H> {
     }
 
     /// Starts route resolution; `RouteResolved` or `RouteError` follows. Only for a parked id
-    /// (`ECANCELED` once its owner has stopped waiting): while the query is outstanding the owner
-    /// cannot unpark ([`CmId::resolve_addr_parked`]), so a `DEVICE_REMOVAL` delivered in
+    /// (`EINTR` once its owner has stopped waiting: interrupted, or past its bound; 7.2's kernel
+    /// crate has no `ECANCELED`): while the query is outstanding the owner cannot unpark ([`CmId::resolve_addr_parked`]), so a `DEVICE_REMOVAL` delivered in
     /// `RDMA_CM_ROUTE_QUERY` always finds the id parked and can give it to rdma_cm
     /// ([`CmIdLocked::surrender`]).
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
@@ -160,7 +160,7 @@ impl<H: CmHandler> CmIdLocked<H> {
             .compare_exchange(PARKED, PARKED_ROUTE, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            return Err(ECANCELED);
+            return Err(EINTR);
         }
         // SAFETY: the id is live (type invariant).
         let r = to_result(unsafe { raw::rdma_resolve_route(self.raw(), timeout_ms as usize) });
