@@ -149,7 +149,8 @@ impl<H: CmHandler> CmIdLocked<H> {
 
     /// Starts route resolution; `RouteResolved` or `RouteError` follows. Only for a parked id
     /// (`EINTR` once its owner has stopped waiting: interrupted, or past its bound; 7.2's kernel
-    /// crate has no `ECANCELED`): while the query is outstanding the owner cannot unpark ([`CmId::resolve_addr_parked`]), so a `DEVICE_REMOVAL` delivered in
+    /// crate has no `ECANCELED`): while the query is outstanding the owner cannot unpark
+    /// ([`CmId::resolve_addr_parked`]), so a `DEVICE_REMOVAL` delivered in
     /// `RDMA_CM_ROUTE_QUERY` always finds the id parked and can give it to rdma_cm
     /// ([`CmIdLocked::surrender`]).
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
