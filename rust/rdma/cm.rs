@@ -15,9 +15,11 @@ use crate::bindings::raw;
 use core::{
     marker::PhantomData,
     ptr::NonNull,
-    sync::atomic::{AtomicPtr, AtomicU8, Ordering},
+    sync::atomic::{AtomicPtr, Ordering},
 };
+mod owner;
 mod retire;
+use owner::Owner;
 
 use crate::bindings::compat::prelude::*;
 use kernel::{
@@ -155,20 +157,13 @@ impl<H: CmHandler> CmIdLocked<H> {
     /// ([`CmIdLocked::surrender`]).
     pub(crate) fn resolve_route(&self, timeout_ms: u32) -> Result {
         let owner = &self.ctx().owner;
-        // Against the owner's unpark (`PARKED` to `ACTIVE`): whichever comes first. Back to
-        // `PARKED` by the handler that delivers the query's outcome (`handler_cb`).
-        if owner
-            .compare_exchange(PARKED, PARKED_ROUTE, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if !owner.route_start() {
             return Err(EINTR);
         }
         // SAFETY: the id is live (type invariant).
         let r = to_result(unsafe { raw::rdma_resolve_route(self.raw(), timeout_ms as usize) });
         if r.is_err() {
-            // No query: no outcome will come. (Only a handler, and we hold the mutex, changes
-            // `PARKED_ROUTE`.)
-            owner.store(PARKED, Ordering::Release);
+            owner.route_failed();
         }
         r
     }
@@ -260,12 +255,7 @@ impl<H: CmHandler> CmIdLocked<H> {
     /// for a route query reads the id's device; an owner woken by the handler and destroying
     /// the id meanwhile releases the device first (a NULL dereference in rdma_cm).
     pub(crate) fn surrender(&self) -> bool {
-        self.ctx()
-            .owner
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |o| {
-                matches!(o, PARKED | PARKED_ROUTE).then_some(GONE)
-            })
-            .is_ok()
+        self.ctx().owner.surrender()
     }
 
     /// Sends the connect request (the QP created on this id is used).
@@ -295,9 +285,10 @@ impl<H: CmHandler> CmIdLocked<H> {
 /// # Invariants
 ///
 /// `ctx` is the foreign form of an `Arc<Ctx<H>>` owned by this object. Unless that context's
-/// `owner` is `GONE`, `ptr` is a live `rdma_cm_id` created by [`CmId::new`] whose `context` is
-/// `ctx`; `owner` becomes `GONE` only while the id is parked ([`CmId::resolve_addr_parked`],
-/// which borrows it mutably: no other method runs meanwhile), when rdma_cm destroys the id.
+/// `owner` is gone ([`Owner::gone`]), `ptr` is a live `rdma_cm_id` created by [`CmId::new`]
+/// whose `context` is `ctx`; `owner` becomes gone only while the id is parked
+/// ([`CmId::resolve_addr_parked`], which borrows it mutably: no other method runs meanwhile),
+/// when rdma_cm destroys the id.
 pub(crate) struct CmId<H: CmHandler> {
     ptr: NonNull<raw::rdma_cm_id>,
     ctx: NonNull<core::ffi::c_void>,
@@ -305,26 +296,12 @@ pub(crate) struct CmId<H: CmHandler> {
     _h: PhantomData<Arc<Ctx<H>>>,
 }
 
-/// How often an owner that stopped waiting looks again for its id's route query to end
-/// ([`CmId::resolve_addr_parked`]).
-const ROUTE_POLL_MS: u32 = 10;
-/// `Ctx::owner`: the owner may use the id.
-const ACTIVE: u8 = 0;
-/// `Ctx::owner`: the owner does not touch the id until it unparks
-/// ([`CmId::resolve_addr_parked`]).
-const PARKED: u8 = 1;
-/// `Ctx::owner`: a handler gave the id to rdma_cm, which destroyed it ([`CmIdLocked::surrender`]).
-const GONE: u8 = 2;
-/// `Ctx::owner`: parked, with a route query outstanding ([`CmIdLocked::resolve_route`]; the id is
-/// in `RDMA_CM_ROUTE_QUERY`): the owner does not unpark until its outcome is delivered.
-const PARKED_ROUTE: u8 = 3;
-
 /// The context of an id: its handler, and whether the owner started destroying the id (events
 /// that arrive after that are not delivered, so a handler cannot create a QP the owner missed).
 struct Ctx<H: CmHandler> {
     closing: core::sync::atomic::AtomicBool,
-    /// `ACTIVE`, `PARKED`, `PARKED_ROUTE` or `GONE`.
-    owner: AtomicU8,
+    /// Who may use the id ([`Owner`]).
+    owner: Owner,
     /// The id's QP (null before [`CmIdLocked::create_qp`]), kept here for an id rdma_cm
     /// destroyed: the QP outlives it.
     qp: AtomicPtr<raw::ib_qp>,
@@ -347,7 +324,7 @@ impl<H: CmHandler> CmId<H> {
         let ctx = Arc::new(
             Ctx {
                 closing: core::sync::atomic::AtomicBool::new(false),
-                owner: AtomicU8::new(ACTIVE),
+                owner: Owner::new(),
                 qp: AtomicPtr::new(core::ptr::null_mut()),
                 h: handler.clone(),
                 qp_res: kernel::sync::SetOnce::new(),
@@ -396,7 +373,7 @@ impl<H: CmHandler> CmId<H> {
         // SAFETY: the id is live during its handler and its context is our `Arc<Ctx<H>>`.
         let ctx = unsafe { <Arc<Ctx<H>> as ForeignOwnable>::borrow((*id).context.cast()) };
         let ctx: Arc<Ctx<H>> = ctx.into();
-        if ctx.closing.load(Ordering::Relaxed) || ctx.owner.load(Ordering::Acquire) == GONE {
+        if ctx.closing.load(Ordering::Relaxed) || ctx.owner.gone() {
             // The owner is destroying the id (it set the flag under the handler mutex we hold),
             // or rdma_cm is (not reached: no handler runs after one returned non-zero).
             return 0;
@@ -408,15 +385,10 @@ impl<H: CmHandler> CmId<H> {
         let ev = unsafe { Self::decode(id, ev) };
         if matches!(ev, CmEvent::RouteResolved | CmEvent::RouteError(_)) {
             // The id has left `RDMA_CM_ROUTE_QUERY`: the owner may unpark again.
-            let _ = ctx.owner.compare_exchange(
-                PARKED_ROUTE,
-                PARKED,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            ctx.owner.route_done();
         }
         H::event(&ctx.h, locked, &ev);
-        if ctx.owner.load(Ordering::Acquire) == GONE {
+        if ctx.owner.gone() {
             // The handler surrendered the id (`CmIdLocked::surrender`): rdma_cm destroys it.
             return ENODEV.to_errno();
         }
@@ -492,7 +464,7 @@ impl<H: CmHandler> CmId<H> {
     /// rdma_cm destroyed the id (a handler surrendered it while it was parked): only the QP and
     /// what it owns are left, and the id's operations fail with `ENODEV`.
     pub(crate) fn gone(&self) -> bool {
-        self.ctx().owner.load(Ordering::Acquire) == GONE
+        self.ctx().owner.gone()
     }
 
     /// Publishes the id's QP in its handler's cell ([`CmHandler::qp_cell`]) for the data path.
@@ -555,48 +527,17 @@ impl<H: CmHandler> CmId<H> {
                 timeout_ms as usize,
             ));
             if r.is_ok() {
-                ctx.owner.store(PARKED, Ordering::Release);
+                ctx.owner.park();
             }
             raw::rdma_unlock_handler(self.raw());
             r
         };
         r?;
         let out = wait();
-        // Back, unless a handler surrendered the id meanwhile (then it stays `GONE`, and the id
-        // may already be destroyed: nothing here touches it). After this no handler can: they
-        // surrender only a parked id. Never while a route query is outstanding
-        // (`PARKED_ROUTE`): rdma_cm (7.3.4's `cma_send_device_removal_put`) cancels the
-        // operation of an id whose handler returned 0 for `DEVICE_REMOVAL` after releasing the
-        // handler mutex, with the state from before; for a route query that reads the id's
-        // device, which an owner destroying the id meanwhile has cleared. So an owner that
-        // stopped waiting (a signal, its bound) while the query runs waits for its outcome
-        // first: `rdma_resolve_route` delivers one within `timeout_ms` (on RoCE and iWARP at
-        // once, from a work item). A removal arriving meanwhile finds the id parked and gives it
-        // to rdma_cm, which then cancels and destroys it in one thread. Design:
-        // Documentation/design.rst, "RDMA device removal".
-        let mut waited_ms = 0u32;
-        loop {
-            match ctx
-                .owner
-                .compare_exchange(PARKED, ACTIVE, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) | Err(GONE) => break,
-                Err(_) if waited_ms > 2 * timeout_ms => {
-                    // Overdue past the query's own bound: not waiting forever for it.
-                    pr_warn!("a route query gave no outcome in {} ms\n", waited_ms);
-                    if ctx
-                        .owner
-                        .compare_exchange(PARKED_ROUTE, ACTIVE, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                    {
-                        break;
-                    }
-                }
-                Err(_) => {}
-            }
-            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(ROUTE_POLL_MS.into()));
-            waited_ms += ROUTE_POLL_MS;
-        }
+        // Back, unless a handler surrendered the id meanwhile; not while a route query is
+        // outstanding ([`Owner::unpark`]). After this no handler can surrender it: they
+        // surrender only a parked id.
+        ctx.owner.unpark(timeout_ms);
         Ok(out)
     }
 
